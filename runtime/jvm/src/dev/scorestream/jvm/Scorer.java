@@ -1,0 +1,304 @@
+package dev.scorestream.jvm;
+
+import com.fasterxml.jackson.core.JsonFactory;
+import com.fasterxml.jackson.core.JsonParser;
+import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.File;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import org.apache.spark.SparkFiles;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.api.java.UDF2;
+import org.pmml4s.model.Model;
+
+/**
+ * Decodes, routes and (for PMML) scores one record inside Spark's JVM.
+ *
+ * <p>Called once per record as a Spark SQL UDF: {@code ss_score(routes, value)}. {@code routes} is
+ * the batch's routing table as a JSON literal: the driver fixes it at the start of a micro-batch,
+ * so every partition of that batch sees the same model per dataType. Parsed tables and loaded
+ * PMML models are cached per JVM, keyed by the table text and the model file, so a model is parsed
+ * once per executor and a swap costs one parse.
+ *
+ * <p>Never throws for a bad record: the result names the failing stage and reason, and the job
+ * sends such records to the dead-letter topic.
+ */
+public final class Scorer implements UDF2<String, byte[], Row> {
+  private static final long serialVersionUID = 1L;
+
+  /** Result columns, in order. Keep in sync with RESULT_DDL. */
+  public static final String RESULT_DDL =
+      "dataType STRING, route STRING, stage STRING, error STRING, features ARRAY<DOUBLE>, "
+          + "prediction DOUBLE, label STRING, outputs MAP<STRING, DOUBLE>, nanos BIGINT";
+
+  private static final ObjectMapper MAPPER = new ObjectMapper();
+  private static final JsonFactory JSON = new JsonFactory();
+  private static final Map<String, Table> TABLES = new ConcurrentHashMap<>();
+  private static final Map<String, Pmml> MODELS = new ConcurrentHashMap<>();
+
+  @Override
+  public Row call(String routes, byte[] value) {
+    Table table = TABLES.computeIfAbsent(routes, Table::parse);
+    Map<String, Object> fields;
+    try {
+      fields = table.protobuf == null ? decodeJson(value) : Protobuf.decode(value, table.protobuf);
+    } catch (Exception e) {
+      return failure(null, null, "decode", message(e));
+    }
+    Object dt = fields.get(table.dataTypeField);
+    if (!(dt instanceof String)) {
+      String why = dt == null ? "missing" : "not a string";
+      return failure(null, null, "decode", "field '" + table.dataTypeField + "' is " + why);
+    }
+    String dataType = (String) dt;
+    Route route = table.routes.get(dataType);
+    if (route == null) {
+      String why =
+          table.served == null || table.served.contains(dataType)
+              ? "no model is serving dataType '" + dataType + "'"
+              : "dataType '" + dataType + "' is not served by this job";
+      return failure(dataType, null, "route", why);
+    }
+    double[] features = new double[route.inputs.length];
+    for (int i = 0; i < features.length; i++) {
+      Object v = fields.get(route.normalized[i]);
+      if (v == null) {
+        return failure(dataType, route.key, "validate", "missing field '" + route.inputs[i] + "'");
+      }
+      if (!(v instanceof Double)) {
+        return failure(
+            dataType, route.key, "validate", "field '" + route.inputs[i] + "' is not a number");
+      }
+      features[i] = (Double) v;
+    }
+    if (!"pmml".equals(route.format)) {
+      // Scored later, vectorised, by the Python stage for this format.
+      return RowFactory.create(dataType, route.key, null, null, features, null, null, null, 0L);
+    }
+    try {
+      Pmml model = MODELS.computeIfAbsent(route.file, Pmml::load);
+      long t0 = System.nanoTime();
+      Object[] in = new Object[features.length];
+      for (int i = 0; i < in.length; i++) in[i] = features[i];
+      Object[] out = model.model.predict((Object) in);
+      long nanos = System.nanoTime() - t0;
+      return model.result(dataType, route.key, out, nanos);
+    } catch (Exception e) {
+      return failure(dataType, route.key, "score", message(e));
+    }
+  }
+
+  private static Row failure(String dataType, String route, String stage, String error) {
+    return RowFactory.create(dataType, route, stage, error, null, null, null, null, 0L);
+  }
+
+  private static String message(Throwable e) {
+    String m = e.getMessage();
+    return e.getClass().getSimpleName() + (m == null ? "" : ": " + m);
+  }
+
+  /** Lower case, runs of anything but letters and digits become one underscore. */
+  public static String normalize(String name) {
+    StringBuilder b = new StringBuilder(name.length());
+    boolean gap = false;
+    for (int i = 0; i < name.length(); i++) {
+      char c = Character.toLowerCase(name.charAt(i));
+      if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
+        if (gap && b.length() > 0) b.append('_');
+        b.append(c);
+        gap = false;
+      } else {
+        gap = true;
+      }
+    }
+    return b.toString();
+  }
+
+  /** A JSON object's top-level fields: numbers as Double, strings as String, others by type. */
+  static Map<String, Object> decodeJson(byte[] value) throws Exception {
+    if (value == null) throw new IllegalArgumentException("record has no value");
+    Map<String, Object> out = new HashMap<>(32);
+    try (JsonParser p = JSON.createParser(value)) {
+      if (p.nextToken() != JsonToken.START_OBJECT) {
+        throw new IllegalArgumentException("record is not a JSON object");
+      }
+      JsonToken t;
+      while ((t = p.nextToken()) == JsonToken.FIELD_NAME) {
+        String name = normalize(p.currentName());
+        JsonToken v = p.nextToken();
+        switch (v) {
+          case VALUE_NUMBER_INT:
+          case VALUE_NUMBER_FLOAT:
+            out.put(name, p.getDoubleValue());
+            break;
+          case VALUE_STRING:
+            out.put(name, p.getText());
+            break;
+          case START_OBJECT:
+          case START_ARRAY:
+            p.skipChildren();
+            out.put(name, Boolean.FALSE);
+            break;
+          default:
+            // null and booleans: present, but not usable as a number or a dataType.
+            out.put(name, Boolean.FALSE);
+        }
+      }
+      if (t != JsonToken.END_OBJECT) throw new IllegalArgumentException("malformed JSON object");
+      if (p.nextToken() != null) throw new IllegalArgumentException("trailing data after JSON");
+    }
+    return out;
+  }
+
+  /** What the driver knows of a PMML model before it is used: checks it and describes it. */
+  public static String describe(String path) {
+    Pmml m = Pmml.load(path);
+    Map<String, Object> d = new LinkedHashMap<>();
+    d.put("inputs", m.model.inputNames());
+    d.put("outputs", m.model.outputNames());
+    d.put("target", m.model.targetName());
+    d.put("classification", m.model.isClassification());
+    try {
+      return MAPPER.writeValueAsString(d);
+    } catch (Exception e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
+  /** Forget cached models not named in {@code keep}, so swapped-out models are collected. */
+  public static void retain(java.util.Collection<String> keep) {
+    MODELS.keySet().retainAll(keep);
+    TABLES.clear();
+  }
+
+  static final class Route {
+    String key;
+    String format;
+    String file;
+    String[] inputs;
+    String[] normalized;
+  }
+
+  static final class Table {
+    String dataTypeField;
+    java.util.Set<String> served;
+    Map<String, Route> routes = new HashMap<>();
+    Protobuf.Field[] protobuf;
+
+    static Table parse(String json) {
+      try {
+        JsonNode n = MAPPER.readTree(json);
+        Table t = new Table();
+        t.dataTypeField = normalize(n.path("dataTypeField").asText("dataType"));
+        if (n.hasNonNull("served")) {
+          t.served = new java.util.HashSet<>();
+          for (JsonNode s : n.get("served")) t.served.add(s.asText());
+        }
+        Iterator<Map.Entry<String, JsonNode>> it = n.path("routes").fields();
+        while (it.hasNext()) {
+          Map.Entry<String, JsonNode> e = it.next();
+          JsonNode r = e.getValue();
+          Route route = new Route();
+          route.key = r.get("key").asText();
+          route.format = r.get("format").asText();
+          route.file = r.path("file").asText(null);
+          List<String> inputs = new ArrayList<>();
+          for (JsonNode i : r.get("inputs")) inputs.add(i.asText());
+          route.inputs = inputs.toArray(new String[0]);
+          route.normalized = new String[route.inputs.length];
+          for (int i = 0; i < route.inputs.length; i++) {
+            route.normalized[i] = normalize(route.inputs[i]);
+          }
+          t.routes.put(e.getKey(), route);
+        }
+        if (n.hasNonNull("protobuf")) t.protobuf = Protobuf.fields(n.get("protobuf"));
+        return t;
+      } catch (Exception e) {
+        throw new IllegalArgumentException("bad routing table: " + e.getMessage(), e);
+      }
+    }
+  }
+
+  static final class Pmml {
+    final Model model;
+    final int predicted; // index of the predictedValue output, or -1
+    final int[] probability; // indexes of probability(x) outputs
+    final String[] probabilityLabel;
+    final String[] outputNames;
+
+    Pmml(Model model) {
+      this.model = model;
+      this.outputNames = model.outputNames();
+      int p = -1;
+      List<Integer> prob = new ArrayList<>();
+      List<String> labels = new ArrayList<>();
+      org.pmml4s.metadata.OutputField[] fields = model.outputFields();
+      for (int i = 0; i < fields.length; i++) {
+        String feature = fields[i].feature().toString();
+        if (feature.equals("predictedValue") && p < 0) p = i;
+        if (feature.equals("probability") && fields[i].value().isDefined()) {
+          prob.add(i);
+          labels.add(String.valueOf(fields[i].value().get()));
+        }
+      }
+      this.predicted = p;
+      this.probability = prob.stream().mapToInt(Integer::intValue).toArray();
+      this.probabilityLabel = labels.toArray(new String[0]);
+    }
+
+    static Pmml load(String file) {
+      File f = new File(file);
+      if (!f.isAbsolute() || !f.exists()) f = new File(SparkFiles.get(file));
+      return new Pmml(Model.fromFile(f));
+    }
+
+    Row result(String dataType, String route, Object[] out, long nanos) {
+      Map<String, Double> outputs = new LinkedHashMap<>();
+      String label = null;
+      for (int i = 0; i < out.length; i++) {
+        Object o = out[i];
+        if (o instanceof Number) {
+          double d = ((Number) o).doubleValue();
+          outputs.put(outputNames[i], Double.isNaN(d) ? null : d);
+        } else if (o != null && i == predicted) {
+          label = o.toString();
+        }
+      }
+      Double prediction = null;
+      if (predicted >= 0 && out[predicted] instanceof Number) {
+        prediction = ((Number) out[predicted]).doubleValue();
+      } else {
+        if (label == null && probability.length > 0) {
+          double best = Double.NEGATIVE_INFINITY;
+          for (int j = 0; j < probability.length; j++) {
+            Object o = out[probability[j]];
+            if (o instanceof Number && ((Number) o).doubleValue() > best) {
+              best = ((Number) o).doubleValue();
+              label = probabilityLabel[j];
+            }
+          }
+        }
+        if (label != null) {
+          try {
+            prediction = Double.parseDouble(label);
+          } catch (NumberFormatException ignored) {
+            // a non-numeric class label: reported in `label` only
+          }
+        }
+      }
+      if (prediction == null && label == null) {
+        return failure(dataType, route, "score", "model produced no prediction");
+      }
+      return RowFactory.create(
+          dataType, route, null, null, null, prediction, label, outputs, nanos);
+    }
+  }
+}

@@ -1,0 +1,125 @@
+"""Model messages on the models topic: what a model is, and where its bytes are.
+
+Two encodings are accepted: scorestream's JSON descriptor (``content-type: application/json``, or a
+value starting with ``{``), and the report's protobuf ``ModelDescriptor``, so that a producer
+written for *Serving Machine Learning Models* works unchanged.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from typing import Literal
+
+from google.protobuf.message import DecodeError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from scorestream.api import messages
+
+Format = Literal["pmml", "tensorflow"]
+JSON_CONTENT_TYPE = "application/json"
+
+
+class BadModelMessage(ValueError):
+    """A message on the models topic that is not a model descriptor."""
+
+
+class ModelDescriptor(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    name: str = Field(min_length=1)
+    version: str = Field(min_length=1)
+    description: str = ""
+    data_type: str = Field(alias="dataType", min_length=1)
+    format: Format
+    # Ordered input fields for a TensorFlow model with one dense input tensor.
+    inputs: list[str] | None = None
+    # Exactly one of: the model itself (a PMML document, or a SavedModel as a zip/tar archive),
+    # or where to get it (file://, http(s)://, a path, or s3:// and gs:// with fsspec).
+    data: bytes | None = None
+    location: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelDescriptor:
+        if (self.data is None) == (self.location is None):
+            raise ValueError("exactly one of data and location must be set")
+        return self
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}:{self.version}"
+
+    def to_json_bytes(self) -> bytes:
+        doc = self.model_dump(by_alias=True, exclude_none=True, exclude={"data"})
+        if self.data is not None:
+            doc["data"] = base64.b64encode(self.data).decode()
+        return json.dumps(doc).encode()
+
+
+_PROTO_FORMATS = {1: "tensorflow", 2: "pmml"}
+
+
+def decode(value: bytes | None, headers: dict[str, bytes] | None = None) -> ModelDescriptor:
+    if not value:
+        raise BadModelMessage("empty model message")
+    ctype = (headers or {}).get("content-type", b"").decode(errors="replace")
+    if ctype == JSON_CONTENT_TYPE or (not ctype and value[:1] == b"{"):
+        return _decode_json(value)
+    return _decode_proto(value)
+
+
+def _decode_json(value: bytes) -> ModelDescriptor:
+    try:
+        doc = json.loads(value)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BadModelMessage(f"model descriptor is not valid JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise BadModelMessage("model descriptor must be a JSON object")
+    if isinstance(doc.get("data"), str):
+        try:
+            doc["data"] = base64.b64decode(doc["data"], validate=True)
+        except ValueError:
+            raise BadModelMessage("model descriptor field 'data' is not base64") from None
+    try:
+        return ModelDescriptor.model_validate(doc)
+    except ValidationError as e:
+        raise BadModelMessage(_explain(e)) from None
+
+
+def _decode_proto(value: bytes) -> ModelDescriptor:
+    msg = messages.ModelDescriptorProto()
+    try:
+        msg.ParseFromString(value)
+    except DecodeError as e:
+        raise BadModelMessage(f"not a JSON descriptor nor a protobuf ModelDescriptor: {e}") from None
+    if msg.modeltype not in _PROTO_FORMATS:
+        raise BadModelMessage(
+            "ModelDescriptor.modeltype TENSORFLOW (a frozen graph) is not supported; "
+            "export a SavedModel and send TENSORFLOWSAVED"
+        )
+    source = msg.WhichOneof("MessageContent")
+    if source is None:
+        raise BadModelMessage("ModelDescriptor has neither data nor location")
+    content = msg.data if source == "data" else msg.location.encode()
+    try:
+        return ModelDescriptor(
+            name=msg.name or msg.dataType,
+            # The report's message has no version: the content names it.
+            version="sha256:" + hashlib.sha256(content).hexdigest()[:12],
+            description=msg.description,
+            dataType=msg.dataType,
+            format=_PROTO_FORMATS[msg.modeltype],
+            data=msg.data if source == "data" else None,
+            location=msg.location if source == "location" else None,
+        )
+    except ValidationError as e:
+        raise BadModelMessage(_explain(e)) from None
+
+
+def _explain(e: ValidationError) -> str:
+    parts = []
+    for err in e.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "descriptor"
+        parts.append(f"{where}: {err['msg']}")
+    return "invalid model descriptor: " + "; ".join(parts)

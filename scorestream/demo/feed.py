@@ -1,0 +1,115 @@
+"""Producers for the demo, the tests and the benchmarks: wine records and model messages."""
+
+from __future__ import annotations
+
+import csv
+import json
+from importlib import resources
+from typing import Iterable, Sequence
+
+from scorestream import naming
+from scorestream.api import messages
+from scorestream.api.descriptor import JSON_CONTENT_TYPE, ModelDescriptor
+
+# The CSV's column names; records carry them as JSON keys (PMML names, spaces and all).
+WINE_COLUMNS = (
+    "fixed acidity",
+    "volatile acidity",
+    "citric acid",
+    "residual sugar",
+    "chlorides",
+    "free sulfur dioxide",
+    "total sulfur dioxide",
+    "density",
+    "pH",
+    "sulphates",
+    "alcohol",
+)
+
+
+def wine_rows(path: str | None = None) -> list[list[float]]:
+    """The wine-quality rows: 11 features then quality. The packaged copy unless a path is given."""
+    if path is None:
+        text = resources.files("scorestream.demo").joinpath("data/winequality_red.csv").read_text()
+    else:
+        with open(path) as f:
+            text = f.read()
+    return [[float(x) for x in row] for row in csv.reader(text.splitlines(), delimiter=";") if row]
+
+
+def wine_json(row: Sequence[float], data_type: str = "wine") -> bytes:
+    doc = {"dataType": data_type}
+    doc.update(zip(WINE_COLUMNS, row[:11]))
+    return json.dumps(doc).encode()
+
+
+def wine_proto(row: Sequence[float], data_type: str = "wine", ts: int = 0) -> bytes:
+    fields = dict(zip(messages.WINE_FIELDS, row[:11]))
+    return messages.WineRecord(dataType=data_type, ts=ts, **fields).SerializeToString()
+
+
+def producer(bootstrap: str, **conf):
+    from confluent_kafka import Producer
+
+    return Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **conf})
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Iterable[tuple[bytes | None, bytes]],
+    partitions: int = 1,
+    headers: list | None = None,
+) -> int:
+    """Produce (key, value) pairs round-robin over partitions and wait for every delivery.
+
+    The last record of each partition goes out alone, in its own request: some brokers (tansu
+    0.6) report the high watermark as the last batch's base offset + 1, and a final batch of one
+    makes that exact, so a reader sees the whole topic without waiting for later traffic.
+    """
+    p = producer(bootstrap)
+    errors: list = []
+
+    def cb(err, _msg):
+        if err is not None:
+            errors.append(err)
+
+    last: dict[int, tuple] = {}
+    n = 0
+    for i, (key, value) in enumerate(records):
+        part = i % partitions
+        if part in last:
+            k, v = last[part]
+            _produce(p, topic, k, v, part, headers, cb)
+        last[part] = (key, value)
+        n += 1
+    p.flush(60)
+    for part, (k, v) in sorted(last.items()):
+        _produce(p, topic, k, v, part, headers, cb)
+        p.flush(60)
+    if errors:
+        raise RuntimeError(f"{len(errors)} deliveries failed: {errors[0]}")
+    return n
+
+
+def _produce(p, topic, key, value, part, headers, cb) -> None:
+    while True:
+        try:
+            p.produce(topic, value, key=key, partition=part, headers=headers, on_delivery=cb)
+            return
+        except BufferError:
+            p.poll(0.05)
+
+
+def publish_model(bootstrap: str, topic: str, descriptor: ModelDescriptor, candidate: bool = False) -> None:
+    """Publish a JSON descriptor, keyed by dataType so that compaction keeps the latest."""
+    produce(
+        bootstrap,
+        topic,
+        [(naming.model_key(descriptor.data_type, candidate).encode(), descriptor.to_json_bytes())],
+        headers=[("content-type", JSON_CONTENT_TYPE.encode())],
+    )
+
+
+def publish_raw(bootstrap: str, topic: str, key: bytes | None, value: bytes) -> None:
+    produce(bootstrap, topic, [(key, value)])
