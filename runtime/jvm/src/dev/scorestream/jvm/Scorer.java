@@ -46,7 +46,11 @@ public final class Scorer implements UDF2<String, byte[], Row> {
 
   @Override
   public Row call(String routes, byte[] value) {
-    Table table = TABLES.computeIfAbsent(routes, Table::parse);
+    Table table = TABLES.get(routes);
+    if (table == null) {
+      if (TABLES.size() >= 8) TABLES.clear(); // older batches' tables: a swap happened
+      table = TABLES.computeIfAbsent(routes, Table::parse);
+    }
     Map<String, Object> fields;
     try {
       fields = table.protobuf == null ? decodeJson(value) : Protobuf.decode(value, table.protobuf);
@@ -84,7 +88,11 @@ public final class Scorer implements UDF2<String, byte[], Row> {
       return RowFactory.create(dataType, route.key, null, null, features, null, null, null, 0L);
     }
     try {
-      Pmml model = MODELS.computeIfAbsent(route.file, Pmml::load);
+      Pmml model = MODELS.get(route.file);
+      if (model == null) {
+        if (MODELS.size() >= 8) MODELS.clear(); // swapped-out models: let them be collected
+        model = MODELS.computeIfAbsent(route.file, Pmml::load);
+      }
       long t0 = System.nanoTime();
       Object[] in = new Object[features.length];
       for (int i = 0; i < in.length; i++) in[i] = features[i];
@@ -102,6 +110,8 @@ public final class Scorer implements UDF2<String, byte[], Row> {
 
   private static String message(Throwable e) {
     String m = e.getMessage();
+    // First line only: Jackson appends source locations that say nothing useful here.
+    if (m != null) m = m.split("\n", 2)[0];
     return e.getClass().getSimpleName() + (m == null ? "" : ": " + m);
   }
 
@@ -171,12 +181,6 @@ public final class Scorer implements UDF2<String, byte[], Row> {
     } catch (Exception e) {
       throw new IllegalStateException(e);
     }
-  }
-
-  /** Forget cached models not named in {@code keep}, so swapped-out models are collected. */
-  public static void retain(java.util.Collection<String> keep) {
-    MODELS.keySet().retainAll(keep);
-    TABLES.clear();
   }
 
   static final class Route {

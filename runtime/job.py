@@ -1,0 +1,270 @@
+"""The serving job: a Spark Structured Streaming query from the data topic to the output topic.
+
+The driver owns the models (restored from the models topic, followed while running) and fixes
+one model per dataType at the start of each micro-batch. Progress is checkpointed; after each
+batch the data group's offsets are committed so that lag shows in ordinary Kafka tools.
+SIGTERM stops after the current batch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from scorestream.config import JobConfig
+from scorestream.runtime import jvm, kafka_source, pipeline
+from scorestream.runtime.http import StatusServer
+from scorestream.runtime.models import ModelLoader, ModelRegistry, routing_table
+from scorestream.runtime.modelstopic import ModelsFollower
+from scorestream.runtime.stats import ServingStats
+
+log = logging.getLogger("scorestream.runtime")
+
+
+class StopAfterBatch(Exception):
+    """Raised instead of starting a batch once a stop was asked for: the batch is redone on restart."""
+
+
+def spark_session(config: JobConfig):
+    from pyspark.sql import SparkSession
+
+    # Executors' Python must be this interpreter (the one with the job's dependencies).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    conf = {
+        "spark.app.name": f"scorestream-{config.namespace}-{config.name}",
+        "spark.jars": ",".join(str(p) for p in jvm.spark_jars()),
+        "spark.ui.enabled": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.python.worker.reuse": "true",
+        "spark.sql.streaming.stopTimeout": "60s",
+    }
+    if config.spark.master.startswith("local"):
+        # Local mode stays on loopback.
+        conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
+    conf.update(config.spark.conf)
+    builder = SparkSession.builder.master(config.spark.master)
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("SCORESTREAM_SPARK_LOG_LEVEL", "WARN"))
+    spark.dataSource.register(kafka_source.KafkaDataSource)
+    pipeline.register_udf(spark)
+    return spark
+
+
+class ServingJob:
+    def __init__(self, config: JobConfig):
+        self.config = config
+        self.run_id = uuid.uuid4().hex[:12]
+        self.registry = ModelRegistry()
+        self.stats = ServingStats(self.registry)
+        self.spark = None
+        self.query = None
+        self.follower: ModelsFollower | None = None
+        self._stopping = threading.Event()
+        self._batch_lock = threading.Lock()
+        self._tables: tuple[int, str] | None = None
+        self._committed_batch = -1
+        self._failure: str | None = None
+        self.http = StatusServer(config.http.host, config.http.port, self.stats, self._ready)
+
+    # -- readiness -----------------------------------------------------------------------------
+
+    def _ready(self) -> tuple[bool, str]:
+        if self._failure:
+            return False, self._failure
+        if self.follower is None or not self.follower.restored:
+            return False, "restoring models"
+        if self.follower.error:
+            return False, self.follower.error
+        missing = [dt for dt in self.config.data_types if dt not in self.registry.snapshot().models]
+        if missing:
+            return False, f"waiting for a model for {', '.join(missing)}"
+        if self.query is None or not self.query.isActive:
+            return False, "query not running"
+        return True, "serving"
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        self.http.start()
+        log.info("status endpoint on port %d", self.http.port)
+        try:
+            self.spark = spark_session(self.config)
+            loader = ModelLoader(self.config, self.spark.sparkContext.addFile, self._describe_pmml)
+            self.follower = ModelsFollower(self.config, loader, self.registry, self.run_id)
+            self.follower.restore(self.config.restore_timeout_seconds)
+            self.follower.start()
+            if not self._wait_for_models():
+                return 0
+            self.query = self._start_query()
+            return self._supervise()
+        except Exception as e:
+            self._failure = f"{type(e).__name__}: {e}"
+            log.exception("serving job failed")
+            return 1
+        finally:
+            self._shutdown()
+
+    def _describe_pmml(self, path: str) -> dict:
+        jvm_scorer = self.spark.sparkContext._jvm.dev.scorestream.jvm.Scorer
+        try:
+            return json.loads(jvm_scorer.describe(path))
+        except Exception as e:  # Py4JJavaError: keep the Java message, drop the stack
+            msg = str(getattr(e, "java_exception", e)).splitlines()[0]
+            raise ValueError(msg) from None
+
+    def _wait_for_models(self) -> bool:
+        while not self._stopping.is_set():
+            missing = [dt for dt in self.config.data_types if dt not in self.registry.snapshot().models]
+            if not missing:
+                return True
+            log.info("waiting for a model for %s", ", ".join(missing))
+            self._stopping.wait(2.0)
+        return False
+
+    def _start_query(self):
+        c = self.config
+        reader = (
+            self.spark.readStream.format(kafka_source.FORMAT)
+            .option("kafka.bootstrap.servers", c.kafka.bootstrap_servers)
+            .option("subscribe", c.kafka.data_topic)
+            .option("startingOffsets", c.kafka.starting_offsets)
+            .option("groupId", c.data_group)
+            .option("includeHeaders", "true")
+        )
+        for k, v in self._client_options().items():
+            reader = reader.option(k, v)
+        if c.kafka.max_offsets_per_trigger:
+            reader = reader.option("maxOffsetsPerTrigger", str(c.kafka.max_offsets_per_trigger))
+        return (
+            reader.load()
+            .writeStream.queryName(f"scorestream-{c.name}")
+            .foreachBatch(self._batch)
+            .option("checkpointLocation", c.checkpoint_location)
+            .trigger(processingTime=f"{round(c.spark.trigger_seconds() * 1000)} milliseconds")
+            .start()
+        )
+
+    def _client_options(self) -> dict[str, str]:
+        """Client settings for the data source, secrets included: options live only in memory."""
+        props = self.config.kafka.client_properties()
+        props.pop("bootstrap.servers", None)
+        return {f"kafka.{k}": v for k, v in props.items()}
+
+    def _batch(self, df, batch_id: int) -> None:
+        with self._batch_lock:
+            if self._stopping.is_set():
+                raise StopAfterBatch(f"stop requested before batch {batch_id}")
+            snap = self.registry.snapshot()
+            if self._tables is None or self._tables[0] != snap.generation:
+                self._tables = (snap.generation, routing_table(self.config, snap, self._protobuf_fields()))
+            c = self.config.kafka
+            plan = pipeline.plan(df, batch_id, self._tables[1], snap.models, c.output_topic, c.dead_letter_topic)
+            writer = plan.frame.write.format(kafka_source.FORMAT).mode("append")
+            writer = writer.option("kafka.bootstrap.servers", c.bootstrap_servers)
+            for k, v in self._client_options().items():
+                writer = writer.option(k, v)
+            writer.save()
+            self.stats.add_batch(plan.observation.get, snap.models)
+
+    def _protobuf_fields(self) -> dict | None:
+        if self.config.input.format != "protobuf":
+            return None
+        from scorestream.api import messages
+
+        p = self.config.input.protobuf
+        return messages.field_table(p.message_type, p.descriptor_file)
+
+    def _supervise(self) -> int:
+        idle_since = time.monotonic()
+        seen_batches = 0
+        while self.query.isActive:
+            self.query.awaitTermination(0.5)
+            self._after_progress()
+            if self.stats.batches != seen_batches:
+                seen_batches, idle_since = self.stats.batches, time.monotonic()
+            idle = self.config.idle_stop_seconds
+            if idle and time.monotonic() - idle_since > idle and not self._stopping.is_set():
+                log.info("no data for %.0fs: stopping", idle)
+                self._stopping.set()
+            if self._stopping.is_set():
+                self._graceful_stop()
+                break
+        self._after_progress()
+        exc = self.query.exception()
+        if exc is not None and not self._stopping.is_set():
+            self._failure = str(exc).splitlines()[0]
+            log.error("query failed: %s", exc)
+            return 1
+        return 0
+
+    def _graceful_stop(self) -> None:
+        # Wait for a batch in flight; a batch not yet started sees the flag and is not run.
+        with self._batch_lock:
+            pass
+        self.query.stop()
+
+    def _after_progress(self) -> None:
+        """Commit the last completed batch's end offsets to the data group; record the lag."""
+        progress = self.query.lastProgress if self.query is not None else None
+        if not progress or progress["batchId"] <= self._committed_batch or not progress.get("sources"):
+            return
+        source = progress["sources"][0]
+        end = _offsets(source.get("endOffset"))
+        latest = _offsets(source.get("latestOffset")) or end
+        if end:
+            try:
+                self._commit(end)
+                self._committed_batch = progress["batchId"]
+            except Exception as e:  # lag reporting must not stop serving: retried next batch
+                log.warning("committing offsets to %s failed: %s", self.config.data_group, e)
+            self.stats.lag = sum(
+                max(0, latest.get(t, {}).get(p, o) - o) for t, ps in end.items() for p, o in ps.items()
+            )
+
+    def _commit(self, end: dict) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        if not hasattr(self, "_committer"):
+            self._committer = Consumer(
+                {**self.config.kafka.client_properties(), "group.id": self.config.data_group, "enable.auto.commit": False}
+            )
+        tps = [TopicPartition(t, int(p), int(o)) for t, ps in end.items() for p, o in ps.items()]
+        self._committer.commit(offsets=tps, asynchronous=False)
+
+    def _on_signal(self, signum, _frame) -> None:
+        log.info("signal %d: stopping after the current batch", signum)
+        self._stopping.set()
+
+    def _shutdown(self) -> None:
+        self._stopping.set()
+        if self.follower is not None:
+            self.follower.stop()
+        if hasattr(self, "_committer"):
+            self._committer.close()
+        if self.spark is not None:
+            self.spark.stop()
+        self.http.stop()
+
+
+def _offsets(raw) -> dict:
+    if not raw:
+        return {}
+    return json.loads(raw) if isinstance(raw, str) else raw
+
+
+def main(config: JobConfig) -> int:
+    Path(config.work_dir).mkdir(parents=True, exist_ok=True)
+    return ServingJob(config).run()

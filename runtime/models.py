@@ -1,0 +1,215 @@
+"""Models the driver has checked, and which one serves each dataType.
+
+A descriptor becomes a ``LoadedModel`` only after the driver fetched it, parsed it with the engine
+that will score it and checked its inputs against the record fields. Only then may it replace
+the serving model; a bad one is rejected with a reason and changes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from scorestream import artifacts
+from scorestream.api.descriptor import ModelDescriptor
+from scorestream.config import JobConfig
+
+log = logging.getLogger(__name__)
+
+
+class ModelRejected(ValueError):
+    """A model that must not serve, and why."""
+
+
+def normalize(name: str) -> str:
+    """Field names as the JVM scorer matches them (lower case, other runs -> '_')."""
+    out, gap = [], False
+    for c in name.lower():
+        if c.isascii() and c.isalnum():
+            if gap and out:
+                out.append("_")
+            out.append(c)
+            gap = False
+        else:
+            gap = True
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    name: str
+    version: str
+    description: str
+    data_type: str
+    format: str
+    inputs: tuple[str, ...]
+    file: str  # the file executors fetch through SparkFiles
+    digest: str
+    since: float = field(default_factory=time.time)
+
+    @property
+    def route(self) -> str:
+        """How records and statistics name the model: ``name:version``."""
+        return f"{self.name}:{self.version}"
+
+    def info(self) -> dict:
+        d = asdict(self)
+        d["dataType"] = d.pop("data_type")
+        d["inputs"] = list(self.inputs)
+        return d
+
+
+class ModelLoader:
+    """Turns descriptors into checked models. ``add_file`` hands a file to the executors."""
+
+    def __init__(self, config: JobConfig, add_file: Callable[[str], None], describe_pmml: Callable[[str], dict]):
+        self.config = config
+        self.add_file = add_file
+        self.describe_pmml = describe_pmml
+        self.dir = Path(config.work_dir) / "models"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.fields = [normalize(f) for f in config.input.fields] if config.input.fields else None
+
+    def load(self, d: ModelDescriptor) -> LoadedModel:
+        if ":" in d.name:
+            raise ModelRejected(f"model name {d.name!r} must not contain ':'")
+        try:
+            content = d.data if d.data is not None else artifacts.fetch(d.location or "")
+        except artifacts.ArtifactError as e:
+            raise ModelRejected(f"cannot fetch model: {e}") from None
+        try:
+            if d.format == "pmml":
+                return self._pmml(d, content)
+            return self._tensorflow(d, content)
+        except ModelRejected:
+            raise
+        except Exception as e:  # whatever the engine raised: the model is bad, not the job
+            raise ModelRejected(f"{d.format} model does not load: {_short(e)}") from None
+
+    def _stem(self, d: ModelDescriptor, digest: str) -> str:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{d.data_type}-{d.name}-{d.version}")
+        return f"{safe[:80]}-{digest[:12]}"
+
+    def _check_inputs(self, inputs: list[str]) -> None:
+        if self.fields is None:
+            return
+        missing = [i for i in inputs if normalize(i) not in self.fields]
+        if missing:
+            raise ModelRejected(f"model inputs not among the record fields: {', '.join(missing)}")
+
+    def _pmml(self, d: ModelDescriptor, content: bytes | Path) -> LoadedModel:
+        if isinstance(content, Path):
+            raise ModelRejected(f"{d.location} is a folder, not a PMML document")
+        digest = hashlib.sha256(content).hexdigest()
+        path = self.dir / f"{self._stem(d, digest)}.pmml"
+        if not path.exists():
+            path.write_bytes(content)
+        info = self.describe_pmml(str(path))
+        inputs = list(info["inputs"])
+        self._check_inputs(inputs)
+        self.add_file(str(path))
+        return LoadedModel(d.name, d.version, d.description, d.data_type, "pmml", tuple(inputs), path.name, digest)
+
+    def _tensorflow(self, d: ModelDescriptor, content: bytes | Path) -> LoadedModel:
+        from scorestream.runtime import tf_model
+
+        inputs = d.inputs or self.config.input.fields
+        if not inputs:
+            raise ModelRejected("a TensorFlow model needs its input order: set inputs in the descriptor or input.fields")
+        self._check_inputs(list(inputs))
+        if isinstance(content, Path):
+            digest = _folder_digest(content)
+            folder = content
+            stem = self._stem(d, digest)
+        else:
+            digest = hashlib.sha256(content).hexdigest()
+            stem = self._stem(d, digest)
+            try:
+                folder = tf_model.unpack(content, self.dir / stem)
+            except ValueError as e:
+                raise ModelRejected(str(e)) from None
+        tf_model.check(folder, len(inputs))
+        archive = self.dir / f"{stem}.zip"
+        if not archive.exists():
+            tf_model.archive(folder, archive.with_suffix(".tmp"))
+            archive.with_suffix(".tmp").replace(archive)
+        self.add_file(str(archive))
+        return LoadedModel(d.name, d.version, d.description, d.data_type, "tensorflow", tuple(inputs), archive.name, digest)
+
+
+def _folder_digest(folder: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(folder.rglob("*")):
+        if f.is_file():
+            h.update(f.relative_to(folder).as_posix().encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _short(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:300]}" if text else type(e).__name__
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The models of one micro-batch: fixed when the batch starts, so it is scored by one version."""
+
+    generation: int
+    models: dict[str, LoadedModel]
+
+
+class ModelRegistry:
+    """The serving model per dataType, and a bounded record of what was rejected and why."""
+
+    def __init__(self, history: int = 50):
+        self._lock = threading.Lock()
+        self._models: dict[str, LoadedModel] = {}
+        self._generation = 0
+        self.rejected: deque[dict] = deque(maxlen=history)
+        self.switches = 0
+
+    def install(self, model: LoadedModel) -> bool:
+        with self._lock:
+            current = self._models.get(model.data_type)
+            if current is not None and current.digest == model.digest and current.route == model.route:
+                return False  # the same model again (a replay, a re-publish): nothing changes
+            self._models[model.data_type] = model
+            self._generation += 1
+            if current is not None:
+                self.switches += 1
+        log.info("serving %s for dataType %s (%s)", model.route, model.data_type, model.format)
+        return True
+
+    def reject(self, label: str, data_type: str | None, reason: str) -> None:
+        log.warning("model %s for dataType %s rejected: %s", label, data_type, reason)
+        with self._lock:
+            self.rejected.append({"model": label, "dataType": data_type, "reason": reason, "at": time.time()})
+
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            return Snapshot(self._generation, dict(self._models))
+
+    def serving(self) -> dict[str, dict]:
+        return {dt: m.info() for dt, m in self.snapshot().models.items()}
+
+
+def routing_table(config: JobConfig, snap: Snapshot, protobuf_fields: dict | None) -> str:
+    """The JVM scorer's per-batch table: dataType -> model, plus how to decode records."""
+    table = {
+        "dataTypeField": config.input.data_type_field,
+        "served": config.data_types or None,
+        "routes": {
+            dt: {"key": m.route, "format": m.format, "file": m.file, "inputs": list(m.inputs)}
+            for dt, m in sorted(snap.models.items())
+        },
+        "protobuf": protobuf_fields,
+    }
+    return json.dumps(table, sort_keys=True)

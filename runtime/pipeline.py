@@ -1,0 +1,178 @@
+"""One micro-batch as a DataFrame plan: decode, route, score, split into output and dead letters.
+
+Everything for a record happens in one pass: the JVM scorer decodes, routes and scores PMML;
+TensorFlow rows are scored vectorised in ``mapInArrow``; the writer sends each row to the output
+or dead-letter topic by its ``topic`` column. Counters ride along as observed metrics of the same
+job, so statistics cost no second pass over the data.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import functions as F
+
+from scorestream.runtime.models import LoadedModel
+
+UDF_NAME = "ss_score"
+SCORER_CLASS = "dev.scorestream.jvm.Scorer"
+RESULT_DDL = (
+    "dataType STRING, route STRING, stage STRING, error STRING, features ARRAY<DOUBLE>, "
+    "prediction DOUBLE, label STRING, outputs MAP<STRING, DOUBLE>, nanos BIGINT"
+)
+RESULT_COLUMNS = ["dataType", "route", "stage", "error", "features", "prediction", "label", "outputs", "nanos"]
+# Scoring latency buckets, seconds (Prometheus histogram `le` bounds).
+LATENCY_BUCKETS = (1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 0.1, 0.5, 1.0)
+HEADER_PREFIX = "scorestream."
+
+
+def register_udf(spark) -> None:
+    spark.udf.registerJavaFunction(UDF_NAME, SCORER_CLASS, RESULT_DDL)
+
+
+def _tf_stage(tf_routes: dict[str, str], files: dict[str, str]):
+    """A mapInArrow function scoring the rows routed to TensorFlow models (route -> SparkFiles name)."""
+
+    def score(batches):
+        from pyspark import SparkFiles
+
+        from scorestream.runtime import tf_model
+
+        for batch in batches:
+            routes = batch.column("route").to_numpy(zero_copy_only=False)
+            stages = batch.column("stage").to_numpy(zero_copy_only=False)
+            todo = {}
+            for i, (r, s) in enumerate(zip(routes, stages)):
+                if s is None and r in tf_routes:
+                    todo.setdefault(r, []).append(i)
+            if not todo:
+                yield batch
+                continue
+            n = batch.num_rows
+            cols = {name: batch.column(name) for name in batch.schema.names}
+            prediction = cols["prediction"].to_pylist()
+            label = cols["label"].to_pylist()
+            outputs = cols["outputs"].to_pylist()
+            nanos = cols["nanos"].to_pylist()
+            stage = cols["stage"].to_pylist()
+            error = cols["error"].to_pylist()
+            features = cols["features"]
+            for route, rows in todo.items():
+                try:
+                    model = tf_model.cached(SparkFiles.get(files[route]))
+                    x = np.asarray([features[i].as_py() for i in rows], dtype=np.float32)
+                    t0 = time.perf_counter_ns()
+                    raw = model.predict(x)
+                    each = (time.perf_counter_ns() - t0) // max(1, len(rows))
+                    values, labels, outs = tf_model.interpret(raw, model.output_name)
+                    for j, i in enumerate(rows):
+                        prediction[i] = float(values[j])
+                        label[i] = labels[j] if labels else None
+                        outputs[i] = list(outs[j].items())
+                        nanos[i] = int(each)
+                except Exception as e:  # the whole group fails together: each row says why
+                    for i in rows:
+                        stage[i], error[i] = "score", f"{type(e).__name__}: {str(e)[:300]}"
+            arrays = []
+            for name in batch.schema.names:
+                field = batch.schema.field(name)
+                replaced = {"prediction": prediction, "label": label, "outputs": outputs, "nanos": nanos,
+                            "stage": stage, "error": error}.get(name)
+                arrays.append(cols[name] if replaced is None else pa.array(replaced, field.type))
+            assert all(len(a) == n for a in arrays)
+            yield pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
+
+    return score
+
+
+@dataclass
+class BatchPlan:
+    frame: DataFrame  # topic, key, value, headers: ready for the Kafka writer
+    observation: Observation
+
+
+def plan(
+    batch: DataFrame,
+    batch_id: int,
+    table_json: str,
+    models: dict[str, LoadedModel],
+    output_topic: str,
+    dlq_topic: str,
+) -> BatchPlan:
+    scored = batch.withColumn("r", F.call_function(UDF_NAME, F.lit(table_json), F.col("value")))
+    scored = scored.select("*", *[F.col("r")[c].alias(c) for c in RESULT_COLUMNS]).drop("r")
+    tf = {m.route: m.file for m in models.values() if m.format == "tensorflow"}
+    if tf:
+        scored = scored.mapInArrow(_tf_stage(set(tf), tf), scored.schema)
+
+    ok = F.col("stage").isNull()
+    name_version = F.split(F.col("route"), ":", 2)
+    record = F.struct(
+        F.col("key").cast("string").alias("key"),
+        F.struct("topic", "partition", "offset").alias("source"),
+        F.col("dataType"),
+        F.struct(name_version[0].alias("name"), name_version[1].alias("version")).alias("model"),
+        F.col("prediction"),
+        F.col("label"),
+        F.col("outputs"),
+        F.struct(
+            F.col("timestamp").alias("eventTime"),
+            F.current_timestamp().alias("scoredAt"),
+            (F.col("nanos") / 1e3).alias("scoringMicros"),
+        ).alias("timings"),
+        F.lit(batch_id).cast("long").alias("batchId"),
+    )
+    dead_headers = F.array(
+        _header("reason", F.col("error")),
+        _header("stage", F.col("stage")),
+        _header("source.topic", F.col("topic")),
+        _header("source.partition", F.col("partition").cast("string")),
+        _header("source.offset", F.col("offset").cast("string")),
+        _header("model", F.coalesce(F.col("route"), F.lit(""))),
+        _header("batch", F.lit(str(batch_id))),
+    )
+    if "headers" in batch.columns:  # keep the record's own headers: a dead letter is unchanged
+        dead_headers = F.concat(F.coalesce(F.col("headers"), F.array().cast(dead_headers_type())), dead_headers)
+    observation = Observation(f"batch-{batch_id}")
+    observed = scored.observe(observation, *_metrics(models, ok))
+    frame = observed.select(
+        F.when(ok, F.lit(output_topic)).otherwise(F.lit(dlq_topic)).alias("topic"),
+        F.col("key"),
+        F.when(ok, F.to_json(record).cast("binary")).otherwise(F.col("value")).alias("value"),
+        F.when(ok, F.lit(None).cast(dead_headers_type())).otherwise(dead_headers).alias("headers"),
+    )
+    return BatchPlan(frame, observation)
+
+
+def dead_headers_type() -> str:
+    return "array<struct<key:string,value:binary>>"
+
+
+def _header(name: str, value: Column) -> Column:
+    return F.struct(F.lit(HEADER_PREFIX + name).alias("key"), value.cast("binary").alias("value"))
+
+
+def _metrics(models: dict[str, LoadedModel], ok: Column) -> list[Column]:
+    nanos = F.col("nanos")
+    cols = [
+        F.count(F.lit(1)).alias("in"),
+        F.count_if(ok).alias("out"),
+        F.count_if(~ok).alias("dead"),
+    ]
+    for b in LATENCY_BUCKETS:
+        cols.append(F.count_if(ok & (nanos <= int(b * 1e9))).alias(f"le:{b}"))
+    cols.append(F.sum(F.when(ok, nanos)).alias("nanos"))
+    for m in models.values():
+        mine = F.col("route") == m.route
+        cols += [
+            F.count_if(mine & ok).alias(f"n:{m.route}"),
+            F.count_if(mine & ~ok).alias(f"err:{m.route}"),
+            F.sum(F.when(mine & ok, nanos)).alias(f"sum:{m.route}"),
+            F.min(F.when(mine & ok, nanos)).alias(f"min:{m.route}"),
+            F.max(F.when(mine & ok, nanos)).alias(f"max:{m.route}"),
+        ]
+    return cols

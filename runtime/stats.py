@@ -1,0 +1,162 @@
+"""Serving statistics: the report's ModelServingInfo per dataType, and Prometheus metrics.
+
+Fed once per micro-batch from the batch's observed metrics, which Spark already summed over all
+executors.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+from scorestream.runtime.models import LoadedModel, ModelRegistry
+from scorestream.runtime.pipeline import LATENCY_BUCKETS
+
+
+@dataclass
+class ModelServingInfo:
+    """As in the report: what serves, since when, how often, how fast (milliseconds)."""
+
+    name: str
+    version: str
+    description: str
+    since: float
+    invocations: int = 0
+    errors: int = 0
+    total_ms: float = 0.0
+    min_ms: float | None = None
+    max_ms: float | None = None
+
+    def as_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "description": self.description,
+            "since": self.since,
+            "invocations": self.invocations,
+            "errors": self.errors,
+            "duration": {
+                "totalMs": round(self.total_ms, 6),
+                "minMs": self.min_ms,
+                "maxMs": self.max_ms,
+                "meanMs": round(self.total_ms / self.invocations, 6) if self.invocations else None,
+            },
+        }
+
+
+@dataclass
+class ServingStats:
+    registry: ModelRegistry
+    records_in: int = 0
+    records_out: int = 0
+    records_dead: int = 0
+    batches: int = 0
+    lag: int | None = None
+    last_batch_at: float | None = None
+    buckets: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS))
+    scored_nanos: int = 0
+    # (dataType, route) -> info; a model keeps its figures after it is swapped out.
+    infos: dict[tuple[str, str], ModelServingInfo] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add_batch(self, metrics: dict, models: dict[str, LoadedModel]) -> None:
+        with self._lock:
+            self.batches += 1
+            self.last_batch_at = time.time()
+            self.records_in += metrics.get("in") or 0
+            self.records_out += metrics.get("out") or 0
+            self.records_dead += metrics.get("dead") or 0
+            self.scored_nanos += metrics.get("nanos") or 0
+            for i, b in enumerate(LATENCY_BUCKETS):
+                self.buckets[i] += metrics.get(f"le:{b}") or 0
+            for m in models.values():
+                info = self._info(m)
+                n = metrics.get(f"n:{m.route}") or 0
+                info.errors += metrics.get(f"err:{m.route}") or 0
+                if not n:
+                    continue
+                info.invocations += n
+                info.total_ms += (metrics.get(f"sum:{m.route}") or 0) / 1e6
+                lo, hi = metrics.get(f"min:{m.route}"), metrics.get(f"max:{m.route}")
+                if lo is not None:
+                    info.min_ms = lo / 1e6 if info.min_ms is None else min(info.min_ms, lo / 1e6)
+                if hi is not None:
+                    info.max_ms = hi / 1e6 if info.max_ms is None else max(info.max_ms, hi / 1e6)
+
+    def _info(self, m: LoadedModel) -> ModelServingInfo:
+        key = (m.data_type, m.route)
+        info = self.infos.get(key)
+        if info is None:
+            info = self.infos[key] = ModelServingInfo(m.name, m.version, m.description, m.since)
+        return info
+
+    def serving_info(self) -> dict:
+        """Per dataType: the serving model's ModelServingInfo, and the models it replaced."""
+        serving = self.registry.snapshot().models
+        with self._lock:
+            out = {}
+            for dt, m in sorted(serving.items()):
+                current = self._info(m).as_dict()
+                previous = [i.as_dict() for (d, r), i in self.infos.items() if d == dt and r != m.route]
+                out[dt] = {**current, "format": m.format, "previous": previous}
+            return out
+
+    def totals(self) -> dict:
+        with self._lock:
+            return {
+                "recordsIn": self.records_in,
+                "recordsOut": self.records_out,
+                "recordsDeadLettered": self.records_dead,
+                "batches": self.batches,
+                "lag": self.lag,
+                "modelSwitches": self.registry.switches,
+                "lastBatchAt": self.last_batch_at,
+            }
+
+
+class StatsCollector(Collector):
+    def __init__(self, stats: ServingStats):
+        self.stats = stats
+
+    def collect(self):
+        s = self.stats
+        with s._lock:
+            records = CounterMetricFamily("scorestream_records", "Records by outcome", labels=["outcome"])
+            records.add_metric(["in"], s.records_in)
+            records.add_metric(["out"], s.records_out)
+            records.add_metric(["dead_lettered"], s.records_dead)
+            yield records
+            yield CounterMetricFamily("scorestream_batches", "Micro-batches completed", value=s.batches)
+            cumulative = [(str(b), c) for b, c in zip(LATENCY_BUCKETS, s.buckets)]
+            cumulative.append(("+Inf", s.records_out))
+            yield HistogramMetricFamily(
+                "scorestream_scoring_latency_seconds",
+                "Model evaluation time per record",
+                buckets=cumulative,
+                sum_value=s.scored_nanos / 1e9,
+            )
+            lag = GaugeMetricFamily("scorestream_consumer_lag", "Records in the data topic not yet processed")
+            if s.lag is not None:
+                lag.add_metric([], s.lag)
+            yield lag
+            invocations = CounterMetricFamily(
+                "scorestream_model_invocations", "Records scored per model", labels=["dataType", "model", "version"]
+            )
+            for (dt, _), info in s.infos.items():
+                invocations.add_metric([dt, info.name, info.version], info.invocations)
+            yield invocations
+        info = GaugeMetricFamily(
+            "scorestream_model_info", "The model serving each dataType (value 1)", labels=["dataType", "model", "version"]
+        )
+        since = GaugeMetricFamily("scorestream_model_since_seconds", "When the serving model took over", labels=["dataType"])
+        for dt, m in s.registry.snapshot().models.items():
+            info.add_metric([dt, m.name, m.version], 1)
+            since.add_metric([dt], m.since)
+        yield info
+        yield since
+        yield CounterMetricFamily("scorestream_model_switches", "Models replaced while running", value=s.registry.switches)
+        yield CounterMetricFamily("scorestream_models_rejected", "Model messages rejected", value=len(s.registry.rejected))
