@@ -43,6 +43,11 @@ def wine_json(row: Sequence[float], data_type: str = "wine") -> bytes:
     return json.dumps(doc).encode()
 
 
+def wine_records(rows, data_type: str = "wine", start: int = 0) -> list[tuple[bytes, bytes]]:
+    """(key, JSON value) pairs; keys are unique per dataType, so tests can match outputs to inputs."""
+    return [(f"{data_type}-{start + i}".encode(), wine_json(r, data_type)) for i, r in enumerate(rows)]
+
+
 def wine_proto(row: Sequence[float], data_type: str = "wine", ts: int = 0) -> bytes:
     fields = dict(zip(messages.WINE_FIELDS, row[:11]))
     return messages.WineRecord(dataType=data_type, ts=ts, **fields).SerializeToString()

@@ -1,0 +1,87 @@
+"""The demo's own models, trained on the packaged wine data: users need no files of ours.
+
+A scikit-learn decision tree and a linear regression exported to PMML with nyoka, and a small
+Keras network exported as a TensorFlow SavedModel (zipped, as a model message carries it).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from scorestream.api.descriptor import ModelDescriptor
+from scorestream.demo.feed import WINE_COLUMNS, wine_rows
+
+
+def _frame(rows):
+    import pandas as pd
+
+    data = np.asarray(rows, dtype=np.float64)
+    return pd.DataFrame(data[:, :11], columns=list(WINE_COLUMNS)), data[:, 11]
+
+
+def _pmml(pipeline, target: str) -> bytes:
+    from nyoka import skl_to_pmml
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "model.pmml"
+        skl_to_pmml(pipeline, list(WINE_COLUMNS), target, str(out))
+        return out.read_bytes()
+
+
+def tree_pmml(rows=None, max_depth: int = 6) -> bytes:
+    from sklearn.pipeline import Pipeline
+    from sklearn.tree import DecisionTreeClassifier
+
+    x, y = _frame(rows or wine_rows())
+    model = Pipeline([("model", DecisionTreeClassifier(max_depth=max_depth, random_state=0))])
+    model.fit(x, y.astype(int).astype(str))
+    return _pmml(model, "quality")
+
+
+def linear_pmml(rows=None) -> bytes:
+    from sklearn.linear_model import LinearRegression
+    from sklearn.pipeline import Pipeline
+
+    x, y = _frame(rows or wine_rows())
+    model = Pipeline([("model", LinearRegression())])
+    model.fit(x, y)
+    return _pmml(model, "quality")
+
+
+def keras_savedmodel_zip(rows=None, epochs: int = 15) -> bytes:
+    """A small classifier over quality 0..9, exported as a SavedModel and zipped."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+
+    from scorestream.runtime import tf_model
+
+    x, y = _frame(rows or wine_rows())
+    keras.utils.set_random_seed(0)
+    norm = keras.layers.Normalization()
+    norm.adapt(x.to_numpy(np.float32))
+    model = keras.Sequential(
+        [keras.Input((11,)), norm, keras.layers.Dense(32, activation="relu"), keras.layers.Dense(10, activation="softmax")]
+    )
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    model.fit(x.to_numpy(np.float32), y.astype(np.int32), epochs=epochs, batch_size=64, verbose=0)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "saved"
+        model.export(str(folder), verbose=False)
+        archive = tf_model.archive(folder, Path(tmp) / "model.zip")
+        return archive.read_bytes()
+
+
+def descriptor(name: str, version: str, fmt: str, data: bytes, data_type: str = "wine", description: str = "") -> ModelDescriptor:
+    return ModelDescriptor(
+        name=name,
+        version=version,
+        description=description or f"{name} v{version}, trained by the scorestream demo",
+        dataType=data_type,
+        format=fmt,
+        inputs=list(WINE_COLUMNS) if fmt == "tensorflow" else None,
+        data=data,
+    )

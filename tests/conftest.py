@@ -1,0 +1,124 @@
+"""Shared fixtures: the embedded broker, the report's fixtures, and serving jobs as processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from scorestream.config import JobConfig
+from scorestream.demo import feed
+from scorestream.demo.broker import EmbeddedBroker, create_topics, free_port
+from scorestream.demo.process import JobProcess, read_topic
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_WINE = Path(os.environ.get("SCORESTREAM_SHARED", REPO.parent / "shared")) / "data" / "wine"
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+@pytest.fixture(scope="session")
+def wine_fixtures() -> Path:
+    """The report's own models and data (../shared/data/wine). CI has it; a user's clone may not."""
+    if not (SHARED_WINE / "winequalityDecisionTreeClassification.pmml").is_file():
+        pytest.skip(f"report fixtures not found at {SHARED_WINE} (set SCORESTREAM_SHARED to the shared/ folder)")
+    return SHARED_WINE
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory):
+    log = tmp_path_factory.mktemp("broker") / "tansu.log"
+    with EmbeddedBroker(log=log) as b:
+        yield b
+
+
+class Serving:
+    """One test's serving setup: its own topics on the shared broker, and job processes on them."""
+
+    def __init__(self, broker: EmbeddedBroker, workdir: Path, partitions: int = 2, **config):
+        self.broker = broker
+        self.workdir = workdir
+        p = "t" + uuid.uuid4().hex[:8]
+        self.topics = {"data": f"{p}-data", "out": f"{p}-out", "dlq": f"{p}-dlq", "models": f"{p}-models"}
+        create_topics(
+            broker.bootstrap,
+            {self.topics["data"]: partitions, self.topics["out"]: 2, self.topics["dlq"]: 1, self.topics["models"]: 1},
+            {self.topics["models"]: {"cleanup.policy": "compact"}},
+        )
+        self.partitions = partitions
+        self.name = config.pop("name", "wine")
+        self.overrides = config
+        self.jobs: list[JobProcess] = []
+        self.checkpoint = str(workdir / "checkpoint")
+
+    def config(self, **extra) -> JobConfig:
+        raw = {
+            "name": self.name,
+            "namespace": "test",
+            "dataTypes": ["wine"],
+            "kafka": {
+                "bootstrapServers": self.broker.bootstrap,
+                "dataTopic": self.topics["data"],
+                "outputTopic": self.topics["out"],
+                "deadLetterTopic": self.topics["dlq"],
+                "modelsTopic": self.topics["models"],
+            },
+            "input": {"fields": list(feed.WINE_COLUMNS)},
+            "spark": {"master": "local[2]", "triggerInterval": "500ms"},
+            "http": {"host": "127.0.0.1", "port": free_port()},
+            "checkpointLocation": self.checkpoint,
+            "workDir": str(self.workdir / "work"),
+            "restoreTimeoutSeconds": 30,
+        }
+        _merge(raw, self.overrides)
+        _merge(raw, extra)
+        return JobConfig.model_validate(raw)
+
+    def start(self, **extra) -> JobProcess:
+        job = JobProcess(self.config(**extra), self.workdir, log_name=f"job{len(self.jobs)}.log")
+        self.jobs.append(job)
+        return job.start()
+
+    def produce(self, records) -> int:
+        return feed.produce(self.broker.bootstrap, self.topics["data"], records, partitions=self.partitions)
+
+    def publish(self, descriptor) -> None:
+        feed.publish_model(self.broker.bootstrap, self.topics["models"], descriptor)
+
+    def read(self, which: str, expect: int | None = None, **kw) -> list:
+        return read_topic(self.broker.bootstrap, self.topics[which], expect=expect, **kw)
+
+    def outputs(self, expect: int | None = None) -> list[dict]:
+        return [json.loads(m.value()) for m in self.read("out", expect)]
+
+    def close(self) -> None:
+        for job in self.jobs:
+            job.kill()
+
+
+def _merge(into: dict, extra: dict) -> None:
+    for k, v in extra.items():
+        if isinstance(v, dict) and isinstance(into.get(k), dict):
+            _merge(into[k], v)
+        else:
+            into[k] = v
+
+
+@pytest.fixture
+def serving(broker, tmp_path):
+    made: list[Serving] = []
+
+    def make(**config) -> Serving:
+        s = Serving(broker, tmp_path / f"s{len(made)}", **config)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.close()
+

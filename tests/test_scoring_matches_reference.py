@@ -1,0 +1,124 @@
+"""Every wine row, scored by the streaming job (real Spark, real broker), equals the engine's own answer.
+
+PMML is checked against pypmml (PMML4S called directly), TensorFlow against TensorFlow. Several
+dataTypes in one job, each with its own model, also shows routing by dataType.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from scorestream.api.descriptor import ModelDescriptor
+from scorestream.demo import feed, models
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+
+def pypmml_outputs(pmml: bytes, rows) -> list[dict]:
+    from pypmml import Model
+
+    model = Model.fromString(pmml.decode())
+    # One dict per row: pypmml's DataFrame path goes through pandas.to_json, which rounds to 10
+    # digits; Py4J passes Python floats exactly.
+    return [model.predict({k: float(v) for k, v in zip(feed.WINE_COLUMNS, r[:11])}) for r in rows]
+
+
+def tf_outputs(folder, rows) -> np.ndarray:
+    from scorestream.runtime import tf_model
+
+    return tf_model.load(folder).predict(np.asarray([r[:11] for r in rows], dtype=np.float32))
+
+
+def assert_pmml_equal(outputs: list[dict], expected: list[dict], label: str) -> None:
+    assert len(outputs) == len(expected)
+    for i, (got, want) in enumerate(zip(outputs, expected)):
+        numeric = {k: v for k, v in want.items() if isinstance(v, float)}
+        assert set(got["outputs"]) == set(numeric), f"{label} row {i}: outputs {got['outputs']} vs {want}"
+        for k, v in numeric.items():
+            if math.isnan(v):
+                assert got["outputs"][k] is None, f"{label} row {i}: {k}"
+            else:
+                assert got["outputs"][k] == pytest.approx(v, rel=1e-12, abs=1e-12), f"{label} row {i}: {k}"
+        predicted = [v for k, v in want.items() if k.startswith("predicted_")]
+        if predicted:
+            p = predicted[0]
+            assert (got["prediction"] == pytest.approx(float(p))) if isinstance(p, float) else got["label"] == p
+
+
+def by_type(outputs: list[dict]) -> dict[str, list[dict]]:
+    grouped: dict[str, list[dict]] = {}
+    for o in outputs:
+        grouped.setdefault(o["dataType"], []).append(o)
+    for v in grouped.values():
+        v.sort(key=lambda o: int(o["key"].rsplit("-", 1)[1]))
+    return grouped
+
+
+def run_all(serving, descriptors: dict[str, ModelDescriptor], rows) -> dict[str, list[dict]]:
+    s = serving(dataTypes=list(descriptors))
+    for d in descriptors.values():
+        s.publish(d)
+    job = s.start().wait_ready()
+    n = 0
+    for dt in descriptors:
+        n += s.produce(feed.wine_records(rows, dt))
+    job.wait_records(n)
+    out = s.outputs(expect=n)
+    assert job.stop() == 0
+    assert len(out) == n, f"{len(out)} outputs for {n} records"
+    assert s.read("dlq", idle=1.0) == []
+    return by_type(out)
+
+
+def test_report_models_match_reference(serving, wine_fixtures):
+    rows = feed.wine_rows(str(wine_fixtures / "winequality_red.csv"))
+    assert len(rows) == 1599
+    tree = (wine_fixtures / "winequalityDecisionTreeClassification.pmml").read_bytes()
+    linear = (wine_fixtures / "winequalityLinearRegression.pmml").read_bytes()
+    tf_dir = wine_fixtures / "tf_saved" / "1"
+    got = run_all(
+        serving,
+        {
+            "tree": ModelDescriptor(name="report-tree", version="1", dataType="tree", format="pmml", data=tree),
+            "linear": ModelDescriptor(name="report-linear", version="1", dataType="linear", format="pmml", data=linear),
+            "tf": ModelDescriptor(name="report-tf", version="1", dataType="tf", format="tensorflow",
+                                  inputs=list(feed.WINE_COLUMNS), location=f"file://{tf_dir}"),
+        },
+        rows,
+    )
+    assert_pmml_equal(got["tree"], pypmml_outputs(tree, rows), "tree")
+    assert_pmml_equal(got["linear"], pypmml_outputs(linear, rows), "linear")
+    want = tf_outputs(tf_dir, rows)
+    for i, o in enumerate(got["tf"]):
+        np.testing.assert_allclose([o["outputs"][str(k)] for k in range(9)], want[i], rtol=1e-6, atol=1e-7)
+        assert o["prediction"] == float(np.argmax(want[i]))
+        assert o["model"] == {"name": "report-tf", "version": "1"}
+    assert {o["model"]["name"] for o in got["tree"]} == {"report-tree"}
+
+
+def test_demo_models_match_reference(serving, tmp_path):
+    rows = feed.wine_rows()
+    tree = models.tree_pmml(rows)
+    linear = models.linear_pmml(rows)
+    keras_zip = models.keras_savedmodel_zip(rows, epochs=3)
+    got = run_all(
+        serving,
+        {
+            "tree": models.descriptor("demo-tree", "1", "pmml", tree, data_type="tree"),
+            "linear": models.descriptor("demo-linear", "1", "pmml", linear, data_type="linear"),
+            "keras": models.descriptor("demo-keras", "1", "tensorflow", keras_zip, data_type="keras"),
+        },
+        rows,
+    )
+    assert_pmml_equal(got["tree"], pypmml_outputs(tree, rows), "demo tree")
+    assert_pmml_equal(got["linear"], pypmml_outputs(linear, rows), "demo linear")
+    from scorestream.runtime import tf_model
+
+    want = tf_model.load(tf_model.unpack(keras_zip, tmp_path / "keras")).predict(
+        np.asarray([r[:11] for r in rows], dtype=np.float32)
+    )
+    for i, o in enumerate(got["keras"]):
+        np.testing.assert_allclose([o["outputs"][str(k)] for k in range(10)], want[i], rtol=1e-6, atol=1e-7)
