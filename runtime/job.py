@@ -73,6 +73,7 @@ class ServingJob:
         self._stopping = threading.Event()
         self._batch_lock = threading.Lock()
         self._tables: tuple[int, str] | None = None
+        self._protobuf: dict | None = None
         self._committed_batch = -1
         self._failure: str | None = None
         self.http = StatusServer(config.http.host, config.http.port, self.stats, self._ready)
@@ -101,6 +102,7 @@ class ServingJob:
         self.http.start()
         log.info("status endpoint on port %d", self.http.port)
         try:
+            self._protobuf = self._protobuf_fields()  # a bad message type fails here, not mid-stream
             self.spark = spark_session(self.config)
             loader = ModelLoader(self.config, self.spark.sparkContext.addFile, self._describe_pmml)
             self.follower = ModelsFollower(self.config, loader, self.registry, self.run_id)
@@ -169,7 +171,7 @@ class ServingJob:
                 raise StopAfterBatch(f"stop requested before batch {batch_id}")
             snap = self.registry.snapshot()
             if self._tables is None or self._tables[0] != snap.generation:
-                self._tables = (snap.generation, routing_table(self.config, snap, self._protobuf_fields()))
+                self._tables = (snap.generation, routing_table(self.config, snap, self._protobuf))
             c = self.config.kafka
             plan = pipeline.plan(df, batch_id, self._tables[1], snap.models, c.output_topic, c.dead_letter_topic)
             writer = plan.frame.write.format(kafka_source.FORMAT).mode("append")

@@ -115,7 +115,7 @@ def field_table(message_type: str, descriptor_file: str | None = None) -> dict[s
     for f in desc.fields:
         if f.type == _F.TYPE_MESSAGE or f.type == _F.TYPE_GROUP:
             raise ValueError(f"{message_type}.{f.name}: nested messages are not supported")
-        if getattr(f, "is_repeated", False) or f.label == _F.LABEL_REPEATED:
+        if f.is_repeated:
             raise ValueError(f"{message_type}.{f.name}: repeated fields are not supported")
         table[str(f.number)] = [f.name, _SCALAR_TYPES[f.type]]
     return table

@@ -43,6 +43,12 @@ final class Protobuf {
   static Map<String, Object> decode(byte[] b, Field[] fields) {
     if (b == null) throw new IllegalArgumentException("record has no value");
     Map<String, Object> out = new HashMap<>(32);
+    // proto3 does not send fields holding their default: an absent number is 0, not missing.
+    for (Field f : fields) {
+      if (f != null && !f.type.equals("string") && !f.type.equals("bytes") && !f.type.equals("bool")) {
+        out.put(f.name, 0.0);
+      }
+    }
     int[] pos = {0};
     while (pos[0] < b.length) {
       long tag = varint(b, pos);

@@ -60,7 +60,7 @@ public final class Scorer implements UDF2<String, byte[], Row> {
     Object dt = fields.get(table.dataTypeField);
     if (!(dt instanceof String)) {
       String why = dt == null ? "missing" : "not a string";
-      return failure(null, null, "decode", "field '" + table.dataTypeField + "' is " + why);
+      return failure(null, null, "decode", "field '" + table.dataTypeName + "' is " + why);
     }
     String dataType = (String) dt;
     Route route = table.routes.get(dataType);
@@ -192,7 +192,8 @@ public final class Scorer implements UDF2<String, byte[], Row> {
   }
 
   static final class Table {
-    String dataTypeField;
+    String dataTypeField; // normalized, as record keys are
+    String dataTypeName; // as configured, for messages
     java.util.Set<String> served;
     Map<String, Route> routes = new HashMap<>();
     Protobuf.Field[] protobuf;
@@ -201,7 +202,8 @@ public final class Scorer implements UDF2<String, byte[], Row> {
       try {
         JsonNode n = MAPPER.readTree(json);
         Table t = new Table();
-        t.dataTypeField = normalize(n.path("dataTypeField").asText("dataType"));
+        t.dataTypeName = n.path("dataTypeField").asText("dataType");
+        t.dataTypeField = normalize(t.dataTypeName);
         if (n.hasNonNull("served")) {
           t.served = new java.util.HashSet<>();
           for (JsonNode s : n.get("served")) t.served.add(s.asText());

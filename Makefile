@@ -1,0 +1,33 @@
+# The two commands a newcomer needs: `make demo` (set up, then run the local demo) and
+# `make test` (set up, then run the test suite). `.ci/run` calls `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# Re-install when the pins change.
+STAMP  := $(VENV)/.setup-$(shell cat pyproject.toml requirements.lock 2>/dev/null | sha1sum | cut -c1-12)
+
+.PHONY: setup demo test bench clean
+
+setup: $(STAMP)
+
+$(STAMP):
+	@command -v javac >/dev/null 2>&1 || { \
+	  echo "javac not found: installing a JDK 17 (Debian)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip==25.3
+	$(BIN)/pip install -q -c requirements.lock -e '.[dev]'
+	$(BIN)/scorestream build-jvm
+	@rm -f $(VENV)/.setup-* && touch $@
+
+demo: setup
+	$(BIN)/scorestream demo
+
+test: setup
+	$(BIN)/pytest
+
+bench: setup
+	$(BIN)/python benchmarks/throughput.py
+
+clean:
+	rm -rf $(VENV) runtime/jvm/build
