@@ -1,0 +1,117 @@
+"""Models replace each other mid-stream without a restart, one version per batch; a restart restores."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from scorestream.demo import feed, models
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+
+@pytest.fixture(scope="module")
+def demo_models():
+    rows = feed.wine_rows()
+    return {
+        "tree": models.descriptor("tree", "1", "pmml", models.tree_pmml(rows)),
+        "linear": models.descriptor("linear", "2", "pmml", models.linear_pmml(rows)),
+        "keras": models.descriptor("keras", "3", "tensorflow", models.keras_savedmodel_zip(rows, epochs=3)),
+    }
+
+
+class Stream(threading.Thread):
+    """Produces wine records in small chunks at a steady pace, like a live source."""
+
+    def __init__(self, s, total: int, chunk: int = 100, pause: float = 0.1, start: int = 0):
+        super().__init__(daemon=True)
+        self.s, self.total, self.chunk, self.pause, self.first = s, total, chunk, pause, start
+        self.sent = 0
+        self.error: Exception | None = None
+
+    def run(self):
+        rows = feed.wine_rows()
+        try:
+            while self.sent < self.total:
+                n = min(self.chunk, self.total - self.sent)
+                batch = [rows[(self.first + self.sent + i) % len(rows)] for i in range(n)]
+                self.s.produce(feed.wine_records(batch, start=self.first + self.sent))
+                self.sent += n
+                time.sleep(self.pause)
+        except Exception as e:  # surfaced by the test
+            self.error = e
+
+
+def wait_until(predicate, timeout=120.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise TimeoutError(what)
+
+
+def test_swap_mid_stream_never_mixes_versions_in_a_batch(serving, demo_models):
+    s = serving()
+    s.publish(demo_models["tree"])
+    job = s.start().wait_ready()
+    # Warm up first: the first batch starts Python workers and is much slower than the rest.
+    s.produce(feed.wine_records(feed.wine_rows()[:100], start=100000))
+    job.wait_records(100)
+    stream = Stream(s, total=6000, pause=0.25)  # ~400 records/s for ~15 s
+    stream.start()
+    wait_until(lambda: job.get("/stats")["totals"]["recordsIn"] >= 1600, what="1500 records under the tree")
+    s.publish(demo_models["linear"])
+    wait_until(lambda: job.get("/models")["serving"]["wine"]["name"] == "linear", what="linear serving")
+    wait_until(lambda: job.get("/stats")["totals"]["recordsIn"] >= 3600, what="3500 records")
+    s.publish(demo_models["keras"])
+    wait_until(lambda: job.get("/models")["serving"]["wine"]["name"] == "keras", what="keras serving")
+    stream.join(120)
+    assert stream.error is None and stream.sent == 6000
+    stats = job.wait_records(6100)
+
+    out = [o for o in s.outputs(expect=6100) if int(o["key"].split("-")[1]) < 100000]
+    assert len(out) == 6000 and len({o["key"] for o in out}) == 6000, "every record scored exactly once"
+    per_batch: dict[int, set] = {}
+    for o in out:
+        per_batch.setdefault(o["batchId"], set()).add((o["model"]["name"], o["model"]["version"]))
+    mixed = {b: v for b, v in per_batch.items() if len(v) > 1}
+    assert not mixed, f"batches scored by two versions: {mixed}"
+    order = [next(iter(per_batch[b]))[0] for b in sorted(per_batch)]
+    # Each model takes over at a batch boundary and never comes back.
+    assert [m for i, m in enumerate(order) if i == 0 or order[i - 1] != m] == ["tree", "linear", "keras"]
+    assert stats["totals"]["modelSwitches"] == 2
+    info = stats["dataTypes"]["wine"]
+    assert info["name"] == "keras" and info["invocations"] > 0
+    assert {p["name"] for p in info["previous"]} == {"tree", "linear"}
+    assert job.stop() == 0
+
+
+def test_restart_restores_latest_good_model_before_scoring(serving, demo_models):
+    s = serving()
+    s.publish(demo_models["tree"])
+    s.publish(demo_models["linear"])
+    # The newest message for the dataType is corrupt: the restore must fall back to `linear`.
+    feed.publish_raw(s.broker.bootstrap, s.topics["models"], b"wine", b"{not a descriptor")
+    job = s.start().wait_ready()
+    served = job.get("/models")
+    assert served["serving"]["wine"]["name"] == "linear"
+    assert any("not valid JSON" in r["reason"] for r in served["rejected"])
+    n = s.produce(feed.wine_records(feed.wine_rows()[:300]))
+    job.wait_records(n)
+    assert job.stop() == 0
+
+    s.publish(demo_models["keras"])
+    again = s.start().wait_ready()  # same checkpoint: resumes after the first run's records
+    assert again.get("/models")["serving"]["wine"]["name"] == "keras"
+    m = s.produce(feed.wine_records(feed.wine_rows()[:200], start=300))
+    again.wait_records(m)
+    out = s.outputs(expect=n + m)
+    assert len(out) == n + m
+    first_run = [o for o in out if int(o["key"].split("-")[1]) < 300]
+    second_run = [o for o in out if int(o["key"].split("-")[1]) >= 300]
+    assert {o["model"]["name"] for o in first_run} == {"linear"}
+    assert {o["model"]["name"] for o in second_run} == {"keras"}, "restored before the first record was scored"
+    assert again.stop() == 0
