@@ -174,12 +174,14 @@ class ServingJob:
                 self._tables = (snap.generation, routing_table(self.config, snap, self._protobuf))
             c = self.config.kafka
             plan = pipeline.plan(df, batch_id, self._tables[1], snap.models, c.output_topic, c.dead_letter_topic)
+            started = time.monotonic()
             writer = plan.frame.write.format(kafka_source.FORMAT).mode("append")
-            writer = writer.option("kafka.bootstrap.servers", c.bootstrap_servers)
-            for k, v in self._client_options().items():
+            for k, v in {"kafka.bootstrap.servers": c.bootstrap_servers, **self._client_options()}.items():
                 writer = writer.option(k, v)
             writer.save()
-            self.stats.add_batch(plan.observation.get, snap.models)
+            metrics = plan.observation.get
+            self.stats.add_batch(metrics, snap.models)
+            log.info("batch %d: %d records in %.2fs", batch_id, metrics.get("in") or 0, time.monotonic() - started)
 
     def _protobuf_fields(self) -> dict | None:
         if self.config.input.format != "protobuf":

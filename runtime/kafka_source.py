@@ -192,13 +192,13 @@ class KafkaStreamReader(DataSourceStreamReader):
             return latest
         avail = {(t, p): max(0, latest[t][p] - start[t][p]) for t in latest for p in latest[t]}
         total = sum(avail.values())
-        if total <= limit.maxRows:
+        if total <= limit.max_rows:
             return latest
         # Split the limit across partitions in proportion to what each has waiting.
         end = {t: dict(ps) for t, ps in start.items()}
-        budget = limit.maxRows
+        budget = limit.max_rows
         for (t, p), n in sorted(avail.items(), key=lambda kv: -kv[1]):
-            take = min(n, max(1 if n else 0, limit.maxRows * n // total), budget)
+            take = min(n, max(1 if n else 0, limit.max_rows * n // total), budget)
             end[t][p] += take
             budget -= take
         return end
@@ -288,6 +288,54 @@ class KafkaStreamReader(DataSourceStreamReader):
         return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
+def produce_batches(options: dict[str, str], batches: Iterator[pa.RecordBatch]) -> int:
+    """Produce every row (``value`` and optional ``key, topic, headers, partition``); raise unless all
+    were acknowledged, so a failed task is retried rather than half-delivered."""
+    options = _options(options)
+    conf = client_config(options, **{"linger.ms": options.get("kafka.linger.ms", 5), "enable.idempotence": True})
+    producer = _cached("producer", conf)
+    default_topic = options.get("topic")
+    flush_timeout = float(options.get("flushtimeoutms", "120000")) / 1000
+    errors: list[str] = []
+
+    def delivered(err, _msg):
+        if err is not None:
+            errors.append(str(err))
+
+    count = 0
+    produce = producer.produce
+    for batch in batches:
+        cols = {name: batch.column(name).to_pylist() for name in batch.schema.names}
+        values = cols["value"]
+        keys = cols.get("key") or [None] * len(values)
+        topics = cols.get("topic") or [default_topic] * len(values)
+        headers = cols.get("headers") or [None] * len(values)
+        parts = cols.get("partition")
+        for i, value in enumerate(values):
+            kwargs = {"key": keys[i], "on_delivery": delivered}
+            if headers[i]:
+                kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
+            if parts is not None and parts[i] is not None:
+                kwargs["partition"] = parts[i]
+            topic = topics[i] or default_topic
+            while True:
+                try:
+                    produce(topic, value, **kwargs)
+                    break
+                except BufferError:  # local queue full: let deliveries drain
+                    producer.poll(0.05)
+            count += 1
+        producer.poll(0)
+        if errors:
+            break
+    left = producer.flush(flush_timeout)
+    if errors:
+        raise RuntimeError(f"{len(errors)} Kafka deliveries failed, first: {errors[0]}")
+    if left:
+        raise RuntimeError(f"{left} Kafka deliveries not confirmed within {flush_timeout:.0f}s")
+    return count
+
+
 class _Written(WriterCommitMessage):
     def __init__(self, count: int):
         self.count = count
@@ -302,51 +350,6 @@ class KafkaArrowWriter(DataSourceArrowWriter):
         if "topic" not in columns and not options.get("topic"):
             raise ValueError("writing to Kafka needs a 'topic' column or option")
         self.options = options
-        self.columns = columns
-        self.flush_timeout = float(options.get("flushtimeoutms", "120000")) / 1000
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> _Written:
-        conf = client_config(
-            self.options,
-            **{"linger.ms": self.options.get("kafka.linger.ms", 5), "enable.idempotence": True},
-        )
-        producer = _cached("producer", conf)
-        default_topic = self.options.get("topic")
-        errors: list[str] = []
-
-        def delivered(err, _msg):
-            if err is not None:
-                errors.append(str(err))
-
-        count = 0
-        produce = producer.produce
-        for batch in iterator:
-            cols = {name: batch.column(name).to_pylist() for name in batch.schema.names}
-            values = cols["value"]
-            keys = cols.get("key") or [None] * len(values)
-            topics = cols.get("topic") or [default_topic] * len(values)
-            headers = cols.get("headers") or [None] * len(values)
-            parts = cols.get("partition")
-            for i, value in enumerate(values):
-                kwargs = {"key": keys[i], "on_delivery": delivered}
-                if headers[i]:
-                    kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
-                if parts is not None and parts[i] is not None:
-                    kwargs["partition"] = parts[i]
-                topic = topics[i] or default_topic
-                while True:
-                    try:
-                        produce(topic, value, **kwargs)
-                        break
-                    except BufferError:  # local queue full: let deliveries drain
-                        producer.poll(0.05)
-                count += 1
-            producer.poll(0)
-            if errors:
-                break
-        left = producer.flush(self.flush_timeout)
-        if errors:
-            raise RuntimeError(f"{len(errors)} Kafka deliveries failed, first: {errors[0]}")
-        if left:
-            raise RuntimeError(f"{left} Kafka deliveries not confirmed within {self.flush_timeout:.0f}s")
-        return _Written(count)
+        return _Written(produce_batches(self.options, iterator))

@@ -1,0 +1,169 @@
+"""``scorestream demo``: the whole data plane on one machine, with nothing to prepare.
+
+Starts the embedded broker, trains three models on the packaged wine data, runs the serving job
+as its own process (the same entry point a pod runs), streams wine records, swaps the model twice
+mid-stream (PMML tree -> PMML linear regression -> TensorFlow), injects malformed records, prints
+live progress, and prints the serving statistics at the end. Everything it starts, it stops.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from scorestream.config import JobConfig
+from scorestream.demo import feed, models
+from scorestream.demo.broker import EmbeddedBroker, create_topics, free_port
+from scorestream.demo.process import JobProcess
+from scorestream.demo.rss import ProcessTreeMemory
+
+TOPICS = {"data": "wine-records", "out": "wine-predictions", "dlq": "wine-records-dlq", "models": "scorestream-models"}
+MALFORMED = [b'{"dataType": "wine", "alcohol": ', b'{"dataType": "wine", "alcohol": "lots"}', b"not json at all"]
+
+
+def _say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+class Producer(threading.Thread):
+    """Streams wine records at a steady rate; a malformed record now and then."""
+
+    def __init__(self, bootstrap: str, total: int, rate: int):
+        super().__init__(daemon=True, name="demo-producer")
+        self.bootstrap, self.total, self.rate = bootstrap, total, rate
+        self.sent = 0
+        self.malformed = 0
+        self.error: Exception | None = None
+
+    def run(self) -> None:
+        rows = feed.wine_rows()
+        chunk = max(1, self.rate // 10)
+        started = time.monotonic()
+        try:
+            while self.sent < self.total:
+                n = min(chunk, self.total - self.sent)
+                records = feed.wine_records([rows[(self.sent + i) % len(rows)] for i in range(n)], start=self.sent)
+                if self.sent and self.sent % (self.total // 4) < chunk and self.malformed < len(MALFORMED):
+                    records.append((b"malformed", MALFORMED[self.malformed]))
+                    self.malformed += 1
+                feed.produce(self.bootstrap, TOPICS["data"], records, partitions=2)
+                self.sent += n
+                ahead = self.sent / self.rate - (time.monotonic() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
+        except Exception as e:  # reported by the demo
+            self.error = e
+
+
+def run_demo(records: int = 30000, rate: int = 3000, workdir: str | None = None) -> int:
+    own = workdir is None
+    work = Path(workdir or tempfile.mkdtemp(prefix="scorestream-demo-"))
+    work.mkdir(parents=True, exist_ok=True)
+    job: JobProcess | None = None
+    try:
+        _say("scorestream demo: training the demo's models on the wine-quality data (UCI, CC BY 4.0)")
+        rows = feed.wine_rows()
+        plan = [
+            models.descriptor("wine-tree", "1", "pmml", models.tree_pmml(rows), description="decision tree (scikit-learn -> PMML)"),
+            models.descriptor("wine-linear", "2", "pmml", models.linear_pmml(rows), description="linear regression (scikit-learn -> PMML)"),
+            models.descriptor("wine-keras", "3", "tensorflow", models.keras_savedmodel_zip(rows), description="small neural network (Keras -> SavedModel)"),
+        ]
+        with EmbeddedBroker(log=work / "broker.log") as broker:
+            _say(f"broker: tansu on {broker.bootstrap} (in memory)")
+            create_topics(
+                broker.bootstrap,
+                {TOPICS["data"]: 2, TOPICS["out"]: 2, TOPICS["dlq"]: 1, TOPICS["models"]: 1},
+                {TOPICS["models"]: {"cleanup.policy": "compact"}},
+            )
+            feed.publish_model(broker.bootstrap, TOPICS["models"], plan[0])
+            config = JobConfig.model_validate(
+                {
+                    "name": "wine",
+                    "namespace": "demo",
+                    "dataTypes": ["wine"],
+                    "kafka": {
+                        "bootstrapServers": broker.bootstrap,
+                        "dataTopic": TOPICS["data"],
+                        "outputTopic": TOPICS["out"],
+                        "deadLetterTopic": TOPICS["dlq"],
+                        "modelsTopic": TOPICS["models"],
+                        # A couple of seconds of input per batch at most, so swaps land mid-stream.
+                        "maxOffsetsPerTrigger": max(1000, 2 * rate),
+                    },
+                    "input": {"fields": list(feed.WINE_COLUMNS)},
+                    "spark": {"master": "local[2]", "triggerInterval": "1s"},
+                    "http": {"host": "127.0.0.1", "port": free_port()},
+                    "checkpointLocation": str(work / "checkpoint"),
+                    "workDir": str(work / "job"),
+                }
+            )
+            job = JobProcess(config, work).start()
+            _say(f"serving job: pid {job.proc.pid}, status on {job.url}/stats (log: {job.log_path})")
+            memory = ProcessTreeMemory(job.proc.pid).start()
+            job.wait_ready()
+            producer = Producer(broker.bootstrap, records, rate)
+            producer.start()
+            _say(f"streaming {records} records at {rate}/s; models switch after 1/4 and 1/2 of it is scored\n")
+            _progress(job, producer, plan, broker.bootstrap, records)
+            stats = job.get("/stats")
+            code = job.stop()
+            memory.stop()
+            _summary(stats, producer, memory, code)
+            return 0 if code == 0 and producer.error is None else 1
+    finally:
+        if job is not None:
+            job.kill()
+        if own:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _progress(job: JobProcess, producer: Producer, plan, bootstrap: str, total: int) -> None:
+    published = 1
+    last_in, last_t = 0, time.monotonic()
+    deadline = time.monotonic() + max(120, 3 * total / max(1, producer.rate))
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        stats = job.get("/stats")
+        t = stats["totals"]
+        now = time.monotonic()
+        rate = (t["recordsIn"] - last_in) / (now - last_t)
+        last_in, last_t = t["recordsIn"], now
+        serving = next(iter(stats["dataTypes"].values()), {})
+        _say(
+            f"  in {t['recordsIn']:>7}  out {t['recordsOut']:>7}  dead-lettered {t['recordsDeadLettered']:>3}  "
+            f"{rate:>8.0f} rec/s  lag {t['lag'] if t['lag'] is not None else '-':>6}  "
+            f"model {serving.get('name')}:{serving.get('version')}  switches {t['modelSwitches']}"
+        )
+        # Switch by records scored (at 1/4 and 1/2), so that every model serves a share of the
+        # stream even though loading TensorFlow takes the driver a few seconds.
+        if published < len(plan) and t["recordsIn"] >= published * total // 4:
+            feed.publish_model(bootstrap, TOPICS["models"], plan[published])
+            _say(f"  >> published {plan[published].label} ({plan[published].format}) to {TOPICS['models']}")
+            published += 1
+        if producer.error is not None:
+            raise producer.error
+        if not producer.is_alive() and t["recordsIn"] >= producer.sent + producer.malformed:
+            return
+    raise TimeoutError("the job did not take in every record in time")
+
+
+def _summary(stats: dict, producer: Producer, memory: "ProcessTreeMemory", code: int) -> None:
+    t = stats["totals"]
+    _say(f"\nserving statistics (GET /stats), job exit code {code}:")
+    for dt, info in stats["dataTypes"].items():
+        for m in info["previous"] + [info]:
+            d = m["duration"]
+            _say(
+                f"  {dt}: {m['name']}:{m['version']:<3} since {time.strftime('%H:%M:%S', time.localtime(m['since']))}  "
+                f"invocations {m['invocations']:>6}  mean {d['meanMs'] or 0:.4f} ms  "
+                f"min {d['minMs'] or 0:.4f} ms  max {d['maxMs'] or 0:.4f} ms  ({m['description']})"
+            )
+    _say(
+        f"  records in {t['recordsIn']}, out {t['recordsOut']}, dead-lettered {t['recordsDeadLettered']} "
+        f"(malformed injected: {producer.malformed}), model switches {t['modelSwitches']}, batches {t['batches']}"
+    )
+    _say("memory (peak RSS): " + json.dumps(memory.peaks_mb()))
