@@ -288,6 +288,9 @@ class KafkaStreamReader(DataSourceStreamReader):
         return pa.RecordBatch.from_arrays(arrays, names=names)
 
 
+_WRITE_COLUMNS = ("value", "key", "topic", "headers", "partition")
+
+
 def produce_batches(options: dict[str, str], batches: Iterator[pa.RecordBatch]) -> int:
     """Produce every row (``value`` and optional ``key, topic, headers, partition``); raise unless all
     were acknowledged, so a failed task is retried rather than half-delivered."""
@@ -305,7 +308,7 @@ def produce_batches(options: dict[str, str], batches: Iterator[pa.RecordBatch]) 
     count = 0
     produce = producer.produce
     for batch in batches:
-        cols = {name: batch.column(name).to_pylist() for name in batch.schema.names}
+        cols = {name: batch.column(name).to_pylist() for name in _WRITE_COLUMNS if name in batch.schema.names}
         values = cols["value"]
         keys = cols.get("key") or [None] * len(values)
         topics = cols.get("topic") or [default_topic] * len(values)

@@ -2,20 +2,23 @@
 
 Everything for a record happens in one pass: the JVM scorer decodes, routes and scores PMML;
 TensorFlow rows are scored vectorised in ``mapInArrow``; the writer sends each row to the output
-or dead-letter topic by its ``topic`` column. Counters ride along as observed metrics of the same
-job, so statistics cost no second pass over the data.
+or dead-letter topic by its ``topic`` column, and counts what it wrote (records, outcome, scoring
+time per model, a latency histogram) with numpy over the same Arrow batches. Those counts come
+back to the driver as the result of the write itself: statistics cost no second pass, and no
+per-row aggregate expressions (Spark's observed metrics halved throughput here, measured).
 """
 
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from scorestream.runtime import kafka_source
 from scorestream.runtime.models import LoadedModel
 
 UDF_NAME = "ss_score"
@@ -89,12 +92,6 @@ def _tf_stage(tf_routes: dict[str, str], files: dict[str, str]):
     return score
 
 
-@dataclass
-class BatchPlan:
-    frame: DataFrame  # topic, key, value, headers: ready for the Kafka writer
-    observation: Observation
-
-
 def plan(
     batch: DataFrame,
     batch_id: int,
@@ -102,7 +99,8 @@ def plan(
     models: dict[str, LoadedModel],
     output_topic: str,
     dlq_topic: str,
-) -> BatchPlan:
+) -> DataFrame:
+    """topic, key, value, headers for the Kafka writer; _route, _nanos, _ok for the statistics."""
     scored = batch.withColumn("r", F.call_function(UDF_NAME, F.lit(table_json), F.col("value")))
     scored = scored.select("*", *[F.col("r")[c].alias(c) for c in RESULT_COLUMNS]).drop("r")
     tf = {m.route: m.file for m in models.values() if m.format == "tensorflow"}
@@ -137,15 +135,76 @@ def plan(
     )
     if "headers" in batch.columns:  # keep the record's own headers: a dead letter is unchanged
         dead_headers = F.concat(F.coalesce(F.col("headers"), F.array().cast(dead_headers_type())), dead_headers)
-    observation = Observation(f"batch-{batch_id}")
-    observed = scored.observe(observation, *_metrics(models, ok))
-    frame = observed.select(
+    return scored.select(
         F.when(ok, F.lit(output_topic)).otherwise(F.lit(dlq_topic)).alias("topic"),
         F.col("key"),
         F.when(ok, F.to_json(record).cast("binary")).otherwise(F.col("value")).alias("value"),
         F.when(ok, F.lit(None).cast(dead_headers_type())).otherwise(dead_headers).alias("headers"),
+        F.col("route").alias("_route"),
+        F.col("nanos").alias("_nanos"),
+        ok.alias("_ok"),
     )
-    return BatchPlan(frame, observation)
+
+
+def write(frame: DataFrame, options: dict[str, str]) -> dict:
+    """Produce the batch to Kafka from the executors; return its statistics, summed."""
+
+    def send(batches):
+        stats = BatchStats()
+
+        def counted():
+            for b in batches:
+                stats.add(b)
+                yield b
+
+        written = kafka_source.produce_batches(options, counted())
+        stats.counts["written"] = written
+        yield pa.RecordBatch.from_pydict({"stats": [json.dumps(stats.counts)]})
+
+    total: dict = {}
+    for row in frame.mapInArrow(send, "stats STRING").collect():
+        for k, v in json.loads(row.stats).items():
+            if k.startswith("min:"):
+                total[k] = v if total.get(k) is None else min(total[k], v)
+            elif k.startswith("max:"):
+                total[k] = v if total.get(k) is None else max(total[k], v)
+            else:
+                total[k] = total.get(k, 0) + v
+    return total
+
+
+class BatchStats:
+    """Counts for ServingStats: in/out/dead, ``le:<bucket>``, and n/err/sum/min/max per model."""
+
+    def __init__(self):
+        self.counts: dict = {"in": 0, "out": 0, "dead": 0, "nanos": 0, **{f"le:{b}": 0 for b in LATENCY_BUCKETS}}
+        self._bounds = np.asarray([int(b * 1e9) for b in LATENCY_BUCKETS])
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        c = self.counts
+        ok = batch.column("_ok").to_numpy(zero_copy_only=False).astype(bool)
+        nanos = batch.column("_nanos").fill_null(0).to_numpy(zero_copy_only=False)
+        c["in"] += batch.num_rows
+        c["out"] += int(ok.sum())
+        c["dead"] += int((~ok).sum())
+        good = nanos[ok]
+        c["nanos"] += int(good.sum())
+        # le:<b> counts values <= b: cumulative, as Prometheus histograms are.
+        for i, n in enumerate(np.searchsorted(np.sort(good), self._bounds, side="right")):
+            c[f"le:{LATENCY_BUCKETS[i]}"] += int(n)
+        routes = batch.column("_route").dictionary_encode()
+        idx = routes.indices.to_numpy(zero_copy_only=False)
+        for code, route in enumerate(routes.dictionary.to_pylist()):
+            mine = idx == code
+            c[f"err:{route}"] = c.get(f"err:{route}", 0) + int((mine & ~ok).sum())
+            scored = nanos[mine & ok]
+            if not len(scored):
+                continue
+            c[f"n:{route}"] = c.get(f"n:{route}", 0) + len(scored)
+            c[f"sum:{route}"] = c.get(f"sum:{route}", 0) + int(scored.sum())
+            lo, hi = int(scored.min()), int(scored.max())
+            c[f"min:{route}"] = lo if c.get(f"min:{route}") is None else min(c[f"min:{route}"], lo)
+            c[f"max:{route}"] = hi if c.get(f"max:{route}") is None else max(c[f"max:{route}"], hi)
 
 
 def dead_headers_type() -> str:
@@ -154,25 +213,3 @@ def dead_headers_type() -> str:
 
 def _header(name: str, value: Column) -> Column:
     return F.struct(F.lit(HEADER_PREFIX + name).alias("key"), value.cast("binary").alias("value"))
-
-
-def _metrics(models: dict[str, LoadedModel], ok: Column) -> list[Column]:
-    nanos = F.col("nanos")
-    cols = [
-        F.count(F.lit(1)).alias("in"),
-        F.count_if(ok).alias("out"),
-        F.count_if(~ok).alias("dead"),
-    ]
-    for b in LATENCY_BUCKETS:
-        cols.append(F.count_if(ok & (nanos <= int(b * 1e9))).alias(f"le:{b}"))
-    cols.append(F.sum(F.when(ok, nanos)).alias("nanos"))
-    for m in models.values():
-        mine = F.col("route") == m.route
-        cols += [
-            F.count_if(mine & ok).alias(f"n:{m.route}"),
-            F.count_if(mine & ~ok).alias(f"err:{m.route}"),
-            F.sum(F.when(mine & ok, nanos)).alias(f"sum:{m.route}"),
-            F.min(F.when(mine & ok, nanos)).alias(f"min:{m.route}"),
-            F.max(F.when(mine & ok, nanos)).alias(f"max:{m.route}"),
-        ]
-    return cols
