@@ -85,6 +85,17 @@ def _consumer(options: dict[str, str], group: str | None = None):
     )
 
 
+def close_clients() -> None:
+    """Close this process's cached clients (tests, and a driver that stops its session)."""
+    with _clients_lock:
+        for client in _clients.values():
+            if hasattr(client, "close"):
+                client.close()
+            else:
+                client.flush(10)
+        _clients.clear()
+
+
 class KafkaDataSource(DataSource):
     @classmethod
     def name(cls) -> str:

@@ -1,7 +1,7 @@
 """Model messages on the models topic: what a model is, and where its bytes are.
 
 Two encodings are accepted: scorestream's JSON descriptor (``content-type: application/json``, or a
-value starting with ``{``), and the report's protobuf ``ModelDescriptor``, so that a producer
+value starting with ``{`` or ``[``), and the report's protobuf ``ModelDescriptor``, so that a producer
 written for *Serving Machine Learning Models* works unchanged.
 """
 
@@ -64,7 +64,7 @@ def decode(value: bytes | None, headers: dict[str, bytes] | None = None) -> Mode
     if not value:
         raise BadModelMessage("empty model message")
     ctype = (headers or {}).get("content-type", b"").decode(errors="replace")
-    if ctype == JSON_CONTENT_TYPE or (not ctype and value[:1] == b"{"):
+    if ctype == JSON_CONTENT_TYPE or (not ctype and value[:1] in (b"{", b"[")):
         return _decode_json(value)
     return _decode_proto(value)
 

@@ -1,0 +1,86 @@
+"""JobConfig: bad configuration fails at start, naming the field; names come from one place."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from scorestream import naming
+from scorestream.config import ConfigError, JobConfig, parse_job_config
+
+GOOD = {
+    "name": "wine",
+    "namespace": "ml",
+    "kafka": {"bootstrapServers": "k:9092", "dataTopic": "in", "outputTopic": "out", "deadLetterTopic": "dlq"},
+    "checkpointLocation": "/tmp/ck",
+}
+
+
+def with_(path: str, value):
+    raw = json.loads(json.dumps(GOOD))
+    node = raw
+    *parents, last = path.split(".")
+    for p in parents:
+        node = node.setdefault(p, {})
+    node[last] = value
+    return raw
+
+
+def test_good_config_has_defaults_and_group():
+    c = parse_job_config(GOOD)
+    assert c.kafka.models_topic == "scorestream-models"
+    assert c.kafka.starting_offsets == "group"
+    assert c.data_group == "scorestream.ml.wine" == naming.data_group("ml", "wine")
+    assert c.spark.trigger_seconds() == 1.0
+    assert JobConfig.model_validate_json(c.to_json()) == c
+
+
+@pytest.mark.parametrize(
+    "path,value,field",
+    [
+        ("kafka.dataTopic", "bad topic!", "kafka.dataTopic"),
+        ("kafka.outputTopic", "in", "kafka"),
+        ("spark.triggerInterval", "soon", "spark.triggerInterval"),
+        ("name", "Wine_1", "name"),
+        ("http.port", 70000, "http.port"),
+        ("kafka.maxOffsetsPerTrigger", 0, "kafka.maxOffsetsPerTrigger"),
+        ("input.format", "xml", "input.format"),
+        ("kafka.bootstrapSevers", "typo", "kafka.bootstrapSevers"),
+    ],
+)
+def test_bad_config_names_the_field(path, value, field):
+    with pytest.raises(ConfigError) as e:
+        parse_job_config(with_(path, value))
+    assert f"  {field}" in str(e.value)
+
+
+def test_runtime_rejects_bad_config_at_start(tmp_path):
+    bad = tmp_path / "job.json"
+    bad.write_text(json.dumps(with_("kafka.dataTopic", "")))
+    res = subprocess.run([sys.executable, "-m", "scorestream.runtime", "--config", str(bad)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2
+    assert "kafka.dataTopic" in res.stderr
+
+
+@pytest.mark.parametrize("value,seconds", [("500ms", 0.5), ("2 seconds", 2.0), ("1m", 60.0), ("1.5s", 1.5)])
+def test_trigger_interval(value, seconds):
+    assert parse_job_config(with_("spark.triggerInterval", value)).spark.trigger_seconds() == seconds
+
+
+def test_secret_properties_are_read_not_stored(tmp_path):
+    props = tmp_path / "client.properties"
+    props.write_text("# from a Secret\nsasl.password=s3cret\nsecurity.protocol = SASL_SSL\n")
+    c = parse_job_config(with_("kafka.secretPropertiesFile", str(props)))
+    assert c.kafka.client_properties()["sasl.password"] == "s3cret"
+    assert c.kafka.client_properties()["security.protocol"] == "SASL_SSL"
+    assert "s3cret" not in c.to_json()
+
+
+def test_group_names():
+    assert naming.models_group("ml", "wine", "r1") == "scorestream.ml.wine.models.r1"
+    assert naming.models_group("ml", "wine") != naming.models_group("ml", "wine"), "one group per run"
+    assert naming.data_group("a", "x") != naming.data_group("b", "x")
+    assert naming.model_key("wine") == "wine"
