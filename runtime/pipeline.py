@@ -67,7 +67,8 @@ def _tf_stage(tf_routes: dict[str, str], files: dict[str, str]):
             for route, rows in todo.items():
                 try:
                     model = tf_model.cached(SparkFiles.get(files[route]))
-                    x = np.asarray([features[i].as_py() for i in rows], dtype=np.float32)
+                    picked = features.take(pa.array(rows, pa.int32()))
+                    x = picked.flatten().to_numpy(zero_copy_only=False).astype(np.float32).reshape(len(rows), -1)
                     t0 = time.perf_counter_ns()
                     raw = model.predict(x)
                     each = (time.perf_counter_ns() - t0) // max(1, len(rows))
