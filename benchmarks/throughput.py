@@ -9,7 +9,8 @@ Prints records/s for:
                      processor ported to Python the obvious way
   (b) raw broker     confluent-kafka consume + produce of the same records, no scoring: one
                      process, and one process per partition (2), the machine's ceiling for this client
-and the ratios against (a) and (b). The job's rate is its steady state: records after the first
+and the ratios against (a) and (b); and, to show where the time goes,
+  (c) passthrough    scorestream's Kafka source and sink through Spark, no scoring (warm workers) The job's rate is its steady state: records after the first
 micro-batch (which pays for Python worker start-up and JIT) over the time they took.
 Not a test: figures depend on the machine; the closing notes quote what it printed.
 """
@@ -100,6 +101,54 @@ def per_record_rate(bootstrap: str, topic: str, pmml: bytes, n: int) -> float:
     return done / seconds
 
 
+def passthrough_rate(bootstrap: str, topic: str, n: int) -> float:
+    """Spark reads the topic with scorestream's source and writes it back with its sink: no scoring."""
+    import os
+    import sys
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from scorestream.runtime import kafka_source as ks
+
+    create_topics(bootstrap, {"pass-out": 2})
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(ks.KafkaDataSource)
+    seconds: list[float] = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for run in range(2):  # the first run starts Python workers; the second is measured
+                def batch(df, _id):
+                    t0 = time.perf_counter()
+                    df.select("key", "value").write.format(ks.FORMAT).mode("append").option(
+                        "kafka.bootstrap.servers", bootstrap
+                    ).option("topic", "pass-out").save()
+                    seconds.append(time.perf_counter() - t0)
+
+                q = (
+                    spark.readStream.format(ks.FORMAT)
+                    .option("kafka.bootstrap.servers", bootstrap)
+                    .option("subscribe", topic)
+                    .option("startingOffsets", "earliest")
+                    .load()
+                    .writeStream.foreachBatch(batch)
+                    .option("checkpointLocation", f"{tmp}/ck{run}")
+                    .trigger(availableNow=True)
+                    .start()
+                )
+                q.awaitTermination()
+    finally:
+        spark.stop()
+    return n / seconds[-1]
+
+
 def job_rate(bootstrap: str, work: Path, descriptor, n: int, per_batch: int, name: str) -> dict:
     topics = {"data": f"{name}-data", "out": f"{name}-out", "dlq": f"{name}-dlq", "models": f"{name}-models"}
     create_topics(bootstrap, {topics["data"]: 2, topics["out"]: 2, topics["dlq"]: 1, topics["models"]: 1})
@@ -163,10 +212,13 @@ def main() -> None:
         per_record = per_record_rate(broker.bootstrap, "bench-in", tree.data, args.baseline_records)
         pmml = job_rate(broker.bootstrap, Path(tmp), tree, args.records, args.per_batch, "pmml")
         tf = job_rate(broker.bootstrap, Path(tmp), keras, args.records, args.per_batch, "tf")
+        passthrough = passthrough_rate(broker.bootstrap, "bench-in", args.records)
     print(f"\nrecords: {args.records} (baseline (a): {args.baseline_records}), Spark local[2], 2 partitions")
     print(f"(b) raw broker consume+produce, 1 process : {raw1:>10,.0f} rec/s")
     print(f"(b) raw broker consume+produce, 2 processes: {raw2:>10,.0f} rec/s")
     print(f"(a) per-record pypmml loop                : {per_record:>10,.0f} rec/s")
+    print(f"(c) scorestream source+sink, no scoring   : {passthrough:>10,.0f} rec/s   "
+          f"{100 * passthrough / raw1:.0f}% of (b, 1 proc)   {100 * passthrough / raw2:.0f}% of (b, 2 procs)")
     for label, r in (("PMML", pmml), ("TF  ", tf)):
         print(
             f"scorestream {label} steady state            : {r['steady']:>10,.0f} rec/s   "
