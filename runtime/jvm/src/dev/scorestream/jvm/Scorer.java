@@ -132,6 +132,22 @@ public final class Scorer implements UDF2<String, byte[], Row> {
     return b.toString();
   }
 
+  // Jackson hands out canonical (interned) field names, so records of one shape hit this cache
+  // by identity and are normalised once per JVM, not once per record.
+  private static final ThreadLocal<java.util.IdentityHashMap<String, String>> NAMES =
+      ThreadLocal.withInitial(java.util.IdentityHashMap::new);
+
+  private static String normalizedName(String name) {
+    java.util.IdentityHashMap<String, String> cache = NAMES.get();
+    String n = cache.get(name);
+    if (n == null) {
+      if (cache.size() > 4096) cache.clear(); // records with ever-new keys: stay bounded
+      n = normalize(name);
+      cache.put(name, n);
+    }
+    return n;
+  }
+
   /** A JSON object's top-level fields: numbers as Double, strings as String, others by type. */
   static Map<String, Object> decodeJson(byte[] value) throws Exception {
     if (value == null) throw new IllegalArgumentException("record has no value");
@@ -142,7 +158,7 @@ public final class Scorer implements UDF2<String, byte[], Row> {
       }
       JsonToken t;
       while ((t = p.nextToken()) == JsonToken.FIELD_NAME) {
-        String name = normalize(p.currentName());
+        String name = normalizedName(p.currentName());
         JsonToken v = p.nextToken();
         switch (v) {
           case VALUE_NUMBER_INT:
