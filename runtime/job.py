@@ -233,6 +233,19 @@ class ServingJob:
             self.stats.lag = sum(
                 max(0, latest.get(t, {}).get(p, o) - o) for t, ps in end.items() for p, o in ps.items()
             )
+        self.stats.executors = self._executors()
+
+    def _executors(self) -> int | None:
+        """Executors running now, as the operator's status.replicas reports them."""
+        if self.spark is None:
+            return None
+        if self.config.spark.master.startswith("local"):
+            return 1  # the driver's own in-process executor
+        try:
+            # The block managers Spark knows, the driver's included.
+            return max(0, self.spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1)
+        except Exception:  # py4j errors while the context stops
+            return None
 
     def _commit(self, end: dict) -> None:
         from confluent_kafka import Consumer, TopicPartition

@@ -56,6 +56,7 @@ class ServingStats:
     records_dead: int = 0
     batches: int = 0
     lag: int | None = None
+    executors: int | None = None
     last_batch_at: float | None = None
     buckets: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS))
     scored_nanos: int = 0
@@ -113,6 +114,7 @@ class ServingStats:
                 "recordsDeadLettered": self.records_dead,
                 "batches": self.batches,
                 "lag": self.lag,
+                "executors": self.executors,
                 "modelSwitches": self.registry.switches,
                 "lastBatchAt": self.last_batch_at,
             }

@@ -20,6 +20,18 @@ def main(argv: list[str] | None = None) -> int:
 
     sub.add_parser("build-jvm", help="compile the JVM scorer (needs a JDK 17+)")
 
+    crd = sub.add_parser("crd", help="print the ModelServing CRD generated from the spec types")
+    crd.add_argument("--write", action="store_true", help="write crds/modelserving.yaml instead of printing")
+
+    render = sub.add_parser("render", help="print the objects the operator would create for a ModelServing")
+    render.add_argument("-f", "--filename", required=True, help="a ModelServing manifest (YAML; - for stdin)")
+
+    op = sub.add_parser("operator", help="run the operator (kopf)")
+    op.add_argument("-n", "--namespace", action="append", default=[], help="a namespace to watch (repeatable)")
+    op.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace")
+    op.add_argument("--peering", default=None, help="kopf peering name: run several replicas, one active")
+    op.add_argument("--observe-interval", type=float, default=10.0, help="seconds between observations")
+
     args = parser.parse_args(argv)
     if args.command == "demo":
         from scorestream.demo.run import run_demo
@@ -34,7 +46,50 @@ def main(argv: list[str] | None = None) -> int:
 
         print(jvm.scorer_jar())
         return 0
+    if args.command == "crd":
+        from scorestream.operator import crd as crd_module
+
+        if args.write:
+            crd_module.CRD_PATH.write_text(crd_module.render())
+            print(crd_module.CRD_PATH)
+        else:
+            sys.stdout.write(crd_module.render())
+        return 0
+    if args.command == "render":
+        return _render(args.filename)
+    if args.command == "operator":
+        from scorestream.operator.handlers import run as run_operator
+        from scorestream.operator.settings import OperatorConfig
+
+        run_operator(OperatorConfig(namespaces=args.namespace, allNamespaces=args.all_namespaces,
+                                    peering=args.peering, observeInterval=args.observe_interval))
+        return 0
     return 2
+
+
+def _render(filename: str) -> int:
+    import yaml
+    from pydantic import ValidationError
+
+    from scorestream.operator import desired, spec
+
+    text = sys.stdin.read() if filename == "-" else open(filename).read()
+    out = []
+    for doc in yaml.safe_load_all(text):
+        if not doc:
+            continue
+        if doc.get("kind") != spec.KIND:
+            print(f"{filename}: skipping {doc.get('kind')!r}: not a {spec.KIND}", file=sys.stderr)
+            continue
+        try:
+            out.extend(desired.render(doc))
+        except ValidationError as e:
+            name = (doc.get("metadata") or {}).get("name", "?")
+            for err in e.errors():
+                print(f"{filename}: {name}: spec.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}", file=sys.stderr)
+            return 1
+    sys.stdout.write(yaml.safe_dump_all(out, sort_keys=False))
+    return 0
 
 
 if __name__ == "__main__":

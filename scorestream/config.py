@@ -11,40 +11,69 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from scorestream import naming
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|milliseconds?|seconds?|minutes?)\s*$")
+DURATION_PATTERN = r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|milliseconds?|seconds?|minutes?)\s*$"
+_DURATION = re.compile(DURATION_PATTERN)
 _K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 _TOPIC = r"^[a-zA-Z0-9._-]{1,249}$"
 
 
 class Strict(BaseModel):
-    """Unknown fields are errors: a typo must not silently fall back to a default."""
+    """Unknown fields are errors: a typo must not silently fall back to a default.
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    Attribute docstrings are the fields' descriptions: they reach the CRD (`kubectl explain`).
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
 
 
-class KafkaConfig(Strict):
+_DISTINCT_TOPICS = (
+    "self.dataTopic != self.outputTopic && self.dataTopic != self.deadLetterTopic"
+    " && self.dataTopic != self.modelsTopic && self.outputTopic != self.deadLetterTopic"
+)
+
+
+class KafkaTopics(Strict):
+    """Where a serving job reads and writes: shared by the ModelServing spec and the job config."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"x-kubernetes-validations": [{
+            "rule": _DISTINCT_TOPICS,
+            "message": "dataTopic must differ from outputTopic, deadLetterTopic and modelsTopic,"
+                       " and outputTopic from deadLetterTopic",
+        }]},
+    )
+
     bootstrap_servers: str = Field(alias="bootstrapServers", min_length=1)
+    """Kafka bootstrap servers, comma-separated host:port."""
     data_topic: str = Field(alias="dataTopic", pattern=_TOPIC)
+    """The topic of records to score."""
     output_topic: str = Field(alias="outputTopic", pattern=_TOPIC)
+    """The topic predictions are written to."""
     models_topic: str = Field("scorestream-models", alias="modelsTopic", pattern=_TOPIC)
+    """The compacted topic of model descriptors; many ModelServings may share it."""
     dead_letter_topic: str = Field(alias="deadLetterTopic", pattern=_TOPIC)
-    # Client settings (librdkafka names) that are not secret: security.protocol, sasl.mechanism...
+    """Records that cannot be decoded or scored go here unchanged, with headers saying why."""
     properties: dict[str, str] = Field(default_factory=dict)
-    # A file of `key=value` client settings mounted from a Secret (sasl.password, ssl keys...):
-    # read at start, never copied into the config, logs or status.
-    secret_properties_file: str | None = Field(None, alias="secretPropertiesFile")
-    # Where a new job starts: `group` = the data group's committed offsets, partitions without a
-    # commit from `earliest` (a serving job must not skip records it never saw).
+    """Client settings (librdkafka names) that are not secret: security.protocol, sasl.mechanism..."""
     starting_offsets: Literal["group", "earliest", "latest"] = Field("group", alias="startingOffsets")
+    """Where a new job starts: `group` = the data group's committed offsets, partitions without a
+    commit from the earliest offset (a serving job must not skip records it never saw)."""
     max_offsets_per_trigger: int | None = Field(None, alias="maxOffsetsPerTrigger", gt=0)
+    """At most this many records per micro-batch (unbounded when unset)."""
 
     @model_validator(mode="after")
-    def _distinct_topics(self) -> KafkaConfig:
+    def _distinct_topics(self) -> KafkaTopics:
         if self.data_topic in (self.output_topic, self.dead_letter_topic, self.models_topic):
             raise ValueError("dataTopic must differ from outputTopic, deadLetterTopic and modelsTopic")
         if self.output_topic == self.dead_letter_topic:
             raise ValueError("outputTopic and deadLetterTopic must differ")
         return self
+
+
+class KafkaConfig(KafkaTopics):
+    # A file of `key=value` client settings mounted from a Secret (sasl.password, ssl keys...):
+    # read at start, never copied into the config, logs or status.
+    secret_properties_file: str | None = Field(None, alias="secretPropertiesFile")
 
     def client_properties(self) -> dict[str, str]:
         """librdkafka settings for every client of this job, secrets included."""
@@ -55,32 +84,43 @@ class KafkaConfig(Strict):
 
 
 def read_properties(path: Path) -> dict[str, str]:
+    try:
+        return read_properties_text(path.read_text())
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+
+
+def read_properties_text(text: str) -> dict[str, str]:
+    """A Java properties file of `key=value` lines (comments: `#`, `!`)."""
     out: dict[str, str] = {}
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         line = line.strip()
         if line and not line.startswith(("#", "!")):
             key, sep, value = line.partition("=")
             if not sep:
-                raise ValueError(f"{path}: line without '=': {key[:40]!r}")
+                raise ValueError(f"line without '=': {key[:40]!r}")
             out[key.strip()] = value.strip()
     return out
 
 
 class ProtobufInput(Strict):
-    # A FileDescriptorSet (protoc --descriptor_set_out); without one, the report's messages
-    # (WineRecord) built into scorestream are used.
     descriptor_file: str | None = Field(None, alias="descriptorFile")
-    message_type: str = Field("WineRecord", alias="messageType")
+    """A FileDescriptorSet (protoc --descriptor_set_out) in the job's filesystem; without one, the
+    report's messages (WineRecord) built into scorestream are used."""
+    message_type: str = Field("WineRecord", alias="messageType", min_length=1)
+    """The message type of input records."""
 
 
 class InputConfig(Strict):
     format: Literal["json", "protobuf"] = "json"
-    # The record field that routes a record to its model.
+    """How input records are encoded: JSON objects or protobuf messages."""
     data_type_field: str = Field("dataType", alias="dataTypeField", min_length=1)
-    # The record's feature fields in order. A model whose inputs are not among them is rejected
-    # at load time, and a TensorFlow model with one dense input reads them in this order.
+    """The record field that routes a record to the model of its dataType."""
     fields: list[str] | None = None
+    """The record's feature fields in order. A model whose inputs are not among them is rejected
+    at load time, and a TensorFlow model with one dense input reads them in this order."""
     protobuf: ProtobufInput = Field(default_factory=ProtobufInput)
+    """Protobuf decoding, when format is protobuf."""
 
 
 class HttpConfig(Strict):
@@ -88,10 +128,13 @@ class HttpConfig(Strict):
     port: int = Field(8080, ge=0, le=65535)
 
 
-class SparkConfig(Strict):
-    master: str = "local[2]"
-    trigger_interval: str = Field("1s", alias="triggerInterval")
+class SparkTrigger(Strict):
+    """What the spec and the job config say alike about a streaming query."""
+
+    trigger_interval: str = Field("1s", alias="triggerInterval", json_schema_extra={"pattern": DURATION_PATTERN})
+    """How often a micro-batch starts: '500ms', '1s', '2 minutes'."""
     conf: dict[str, str] = Field(default_factory=dict)
+    """Spark configuration (spark.* keys) for the job."""
 
     @field_validator("trigger_interval")
     @classmethod
@@ -109,6 +152,10 @@ class SparkConfig(Strict):
         if unit == "m" or unit.startswith("min"):
             return value * 60
         return value
+
+
+class SparkConfig(SparkTrigger):
+    master: str = "local[2]"
 
 
 class JobConfig(Strict):

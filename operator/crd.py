@@ -1,0 +1,143 @@
+"""The ModelServing CustomResourceDefinition, generated from the spec and status models.
+
+`scorestream crd` prints it; `crds/modelserving.yaml` is its checked-in output and a test fails
+when the two differ. Pydantic's JSON Schema is turned into a structural OpenAPI v3 schema: refs
+inlined, `Optional` as `nullable`, no `additionalProperties: false` (the API server prunes, and
+kubectl's default strict field validation rejects unknown fields), CEL rules kept.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scorestream.operator import spec as s
+
+CRD_PATH = Path(__file__).resolve().parent.parent / "crds" / "modelserving.yaml"
+
+PRINTER_COLUMNS = [
+    {"name": "Model", "type": "string", "jsonPath": ".status.model.current.name",
+     "description": "The model the job serves"},
+    {"name": "Version", "type": "string", "jsonPath": ".status.model.current.version",
+     "description": "The served model's version"},
+    {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas",
+     "description": "Executors running"},
+    {"name": "Lag", "type": "integer", "jsonPath": ".status.lag",
+     "description": "Records of the data topic not yet processed"},
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+# CEL can reach metadata.name: child names are built from it and must stay valid.
+NAME_RULE = {
+    "rule": f"size(self.metadata.name) <= {s.MAX_NAME_LENGTH} && self.metadata.name.matches('{s._DNS_1035}')",
+    "message": f"metadata.name must be a DNS-1035 label of at most {s.MAX_NAME_LENGTH} characters"
+               " (lower case letters, digits and '-', starting with a letter): child objects are named after it",
+}
+
+
+def _structural(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_structural(n, defs) for n in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        target = _structural(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+        # Keep the field's own description over the referenced type's.
+        rest = {k: v for k, v in node.items() if k != "$ref"}
+        return {**target, **_structural(rest, defs)}
+    out: dict[str, Any] = {}
+    any_of = node.get("anyOf")
+    if any_of and any(a.get("type") == "null" for a in any_of):
+        others = [a for a in any_of if a.get("type") != "null"]
+        assert len(others) == 1, f"unsupported union {any_of}"
+        merged = {**_structural(others[0], defs), "nullable": True}
+        node = {**{k: v for k, v in node.items() if k != "anyOf"}, **merged}
+    for key, value in node.items():
+        if key in ("title", "$defs") or (key == "additionalProperties" and value is False):
+            continue
+        if key == "default" and value is None:
+            continue
+        if key == "description":
+            out[key] = re.sub(r"\s+", " ", value).strip()
+        elif key == "exclusiveMinimum" and isinstance(value, (int, float)):
+            # JSON Schema 2020 form -> OpenAPI 3.0 form.
+            out["minimum"] = value
+            out["exclusiveMinimum"] = True
+        elif key == "const":
+            out["enum"] = [value]
+        elif key == "properties":
+            out[key] = {k: _structural(v, defs) for k, v in value.items()}
+        else:
+            out[key] = _structural(value, defs)
+    # A nested object whose fields all have defaults gets `{}` as default, so the API server
+    # fills in its fields even when the user leaves the whole object out.
+    for name, prop in out.get("properties", {}).items():
+        if prop.get("type") == "object" and "properties" in prop and "default" not in prop \
+                and not prop.get("required") and not prop.get("nullable") and name not in out.get("required", []):
+            prop["default"] = {}
+    return out
+
+
+def schema_of(model: type) -> dict[str, Any]:
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    return _structural(raw, raw.get("$defs", {}))
+
+
+def generate() -> dict[str, Any]:
+    spec_schema = schema_of(s.ModelServingSpec)
+    status_schema = schema_of(s.ModelServingStatus)
+    status_schema.pop("default", None)
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{s.PLURAL}.{s.GROUP}",
+            "labels": {"app.kubernetes.io/name": "scorestream", "app.kubernetes.io/part-of": "scorestream"},
+        },
+        "spec": {
+            "group": s.GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": s.KIND, "listKind": f"{s.KIND}List", "plural": s.PLURAL, "singular": s.SINGULAR,
+                "shortNames": s.SHORT_NAMES, "categories": ["scorestream", "all"],
+            },
+            "versions": [{
+                "name": s.VERSION,
+                "served": True,
+                "storage": True,
+                "additionalPrinterColumns": PRINTER_COLUMNS,
+                "subresources": {
+                    "status": {},
+                    "scale": {
+                        "specReplicasPath": ".spec.replicas",
+                        "statusReplicasPath": ".status.replicas",
+                        "labelSelectorPath": ".status.selector",
+                    },
+                },
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "description": "A ModelServing runs one Spark Structured Streaming job that scores a Kafka"
+                                   " topic's records with a PMML or TensorFlow model and writes predictions to"
+                                   " another topic; models are replaced from a models topic without a restart.",
+                    "required": ["spec"],
+                    "x-kubernetes-validations": [NAME_RULE],
+                    "properties": {
+                        "apiVersion": {"type": "string", "description": "The API version: scorestream.dev/v1alpha1."},
+                        "kind": {"type": "string", "description": "ModelServing."},
+                        "metadata": {"type": "object"},
+                        "spec": {**spec_schema, "description": "The desired state of one serving job."},
+                        "status": {**status_schema, "description": "What the operator and the job observe."},
+                    },
+                }},
+            }],
+        },
+    }
+
+
+def render() -> str:
+    header = "# Generated by `scorestream crd` from scorestream/operator/spec.py. Do not edit.\n"
+    return header + yaml.safe_dump(generate(), sort_keys=False, width=100)

@@ -1,0 +1,292 @@
+"""Desired state: a pure function from a ModelServing to the Kubernetes objects that run it.
+
+No I/O here. The kopf handlers apply what this returns; `scorestream render` prints it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from scorestream import naming
+from scorestream.config import HttpConfig, JobConfig, KafkaConfig, SparkConfig
+from scorestream.operator import spec as s
+
+CONFIG_DIR = "/etc/scorestream"
+CONFIG_FILE = f"{CONFIG_DIR}/job.json"
+KAFKA_SECRET_DIR = "/etc/scorestream/kafka"
+CHECKPOINT_DIR = "/var/lib/scorestream"
+HTTP_PORT = 8080
+DRIVER_PORT = 7078
+BLOCK_MANAGER_PORT = 7079
+# The uid of the Spark images' `spark` user, which the runtime image keeps.
+RUN_AS_USER = 185
+IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"
+CONFIG_HASH_ANNOTATION = "scorestream.dev/config-hash"
+
+# What Spark's Kubernetes scheduler backend does as the driver in client mode, and nothing more:
+# executor pods (create on allocation, watch and list for state, delete on scale-down, deletecollection
+# by label on stop) and the executors' configuration ConfigMap (created at start, deleted by label on
+# stop). Volume claims are not granted: the spec gives executors no on-demand volumes.
+DRIVER_RULES = [
+    {"apiGroups": [""], "resources": ["pods"],
+     "verbs": ["create", "delete", "deletecollection", "get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["configmaps"],
+     "verbs": ["create", "delete", "deletecollection", "get", "list"]},
+]
+
+
+@dataclass(frozen=True)
+class Names:
+    """Every child object's name, from the resource's name."""
+
+    name: str
+    namespace: str
+
+    @property
+    def config(self) -> str:
+        return f"{self.name}-job"
+
+    @property
+    def service_account(self) -> str:
+        return f"{self.name}-driver"
+
+    @property
+    def driver(self) -> str:
+        """The StatefulSet, its headless Service, Role and RoleBinding."""
+        return f"{self.name}-driver"
+
+    @property
+    def driver_pod(self) -> str:
+        return f"{self.driver}-0"
+
+    @property
+    def driver_host(self) -> str:
+        return f"{self.driver_pod}.{self.driver}.{self.namespace}.svc"
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.driver_host}:{HTTP_PORT}"
+
+
+def labels(name: str, component: str = "driver") -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "scorestream",
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/managed-by": "scorestream-operator",
+        "scorestream.dev/modelserving": name,
+    }
+
+
+def selector(name: str) -> dict[str, str]:
+    return {"scorestream.dev/modelserving": name, "app.kubernetes.io/component": "driver"}
+
+
+def selector_string(name: str) -> str:
+    """The scale subresource's selector: every pod of the job, driver and executors."""
+    return f"scorestream.dev/modelserving={name}"
+
+
+def owner_reference(meta: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": s.API_VERSION, "kind": s.KIND, "name": meta["name"], "uid": meta["uid"],
+        "controller": True, "blockOwnerDeletion": True,
+    }
+
+
+def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig:
+    """The runtime's configuration for this resource: the same type the runtime reads. No secrets."""
+    names = Names(name, namespace)
+    kafka = spec.kafka.model_dump(by_alias=True, exclude={"secret_ref"})
+    if spec.kafka.secret_ref:
+        kafka["secretPropertiesFile"] = f"{KAFKA_SECRET_DIR}/{spec.kafka.secret_ref.key}"
+    image = spec.spark.image
+    conf = {
+        # Client mode: the driver runs in this pod; its executors are pods it creates, owned by it
+        # (so they go when the driver pod goes) and reaching it through the headless Service.
+        "spark.submit.deployMode": "client",
+        "spark.kubernetes.namespace": namespace,
+        "spark.kubernetes.driver.pod.name": names.driver_pod,
+        "spark.kubernetes.container.image": image,
+        "spark.kubernetes.container.image.pullPolicy": spec.spark.image_pull_policy,
+        "spark.kubernetes.executor.podNamePrefix": f"{name}-exec",
+        "spark.kubernetes.executor.label.scorestream.dev/modelserving": name,
+        "spark.kubernetes.executor.label.app.kubernetes.io/component": "executor",
+        "spark.kubernetes.executor.request.cores": spec.spark.executor.cpu,
+        "spark.kubernetes.executor.limit.cores": spec.spark.executor.cpu,
+        "spark.executor.memory": _jvm_memory(spec.spark.executor.memory),
+        "spark.executor.instances": str(spec.replicas),
+        "spark.driver.host": names.driver_host,
+        "spark.driver.bindAddress": "0.0.0.0",
+        "spark.driver.port": str(DRIVER_PORT),
+        "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
+        "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
+        "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
+        **spec.spark.conf,
+    }
+    return JobConfig.model_validate({
+        "name": name,
+        "namespace": namespace,
+        "dataTypes": [spec.data_type],
+        "kafka": KafkaConfig.model_validate(kafka),
+        "input": spec.input,
+        "spark": SparkConfig(master=IN_CLUSTER_MASTER, triggerInterval=spec.spark.trigger_interval, conf=conf),
+        "http": HttpConfig(host="0.0.0.0", port=HTTP_PORT),
+        "checkpointLocation": f"{CHECKPOINT_DIR}/checkpoint",
+        "workDir": "/tmp/scorestream",
+    })
+
+
+def _jvm_memory(quantity: str) -> str:
+    """A Kubernetes quantity as a JVM size, leaving room for off-heap memory (Spark adds 10%)."""
+    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024 * 1024, "k": 1 / 1024, "M": 1, "G": 1000}
+    for unit, mib in sorted(units.items(), key=lambda kv: -len(kv[0])):
+        if quantity.endswith(unit):
+            return f"{max(1, int(float(quantity[: -len(unit)]) * mib / 1.1))}m"
+    return f"{max(1, int(float(quantity) / 1024 / 1024 / 1.1))}m"
+
+
+def config_hash(config_json: str) -> str:
+    return hashlib.sha256(config_json.encode()).hexdigest()[:16]
+
+
+def desired_objects(body: dict[str, Any], run: bool = True) -> list[dict[str, Any]]:
+    """The objects that run one ModelServing, in the order they should be applied.
+
+    `run=False` keeps the driver at zero replicas (suspended, or its data topic is missing).
+    """
+    meta = body["metadata"]
+    name, namespace = meta["name"], meta.get("namespace", "default")
+    spec = s.ModelServingSpec.model_validate(body.get("spec", {}))
+    names = Names(name, namespace)
+    config = job_config(name, namespace, spec)
+    config_json = config.to_json()
+
+    def obj(api_version: str, kind: str, obj_name: str, **rest: Any) -> dict[str, Any]:
+        return {
+            "apiVersion": api_version, "kind": kind,
+            "metadata": {"name": obj_name, "namespace": namespace, "labels": labels(name),
+                         "ownerReferences": [owner_reference(meta)]},
+            **rest,
+        }
+
+    return [
+        obj("v1", "ConfigMap", names.config, data={"job.json": config_json}),
+        obj("v1", "ServiceAccount", names.service_account, automountServiceAccountToken=True),
+        obj("rbac.authorization.k8s.io/v1", "Role", names.driver, rules=DRIVER_RULES),
+        obj("rbac.authorization.k8s.io/v1", "RoleBinding", names.driver,
+            roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": names.driver},
+            subjects=[{"kind": "ServiceAccount", "name": names.service_account, "namespace": namespace}]),
+        obj("v1", "Service", names.driver, spec={
+            # Headless: executors resolve the driver pod's own name, and no traffic is balanced.
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": selector(name),
+            "ports": [
+                {"name": "http", "port": HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
+                {"name": "driver", "port": DRIVER_PORT, "targetPort": "driver", "protocol": "TCP"},
+                {"name": "blockmanager", "port": BLOCK_MANAGER_PORT, "targetPort": "blockmanager",
+                 "protocol": "TCP"},
+            ],
+        }),
+        obj("apps/v1", "StatefulSet", names.driver,
+            spec=_statefulset_spec(name, spec, names, config_json, run and not spec.suspend)),
+    ]
+
+
+def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: Names, config_json: str,
+                      run: bool) -> dict[str, Any]:
+    resources = {"cpu": spec.spark.driver.cpu, "memory": spec.spark.driver.memory}
+    volumes: list[dict[str, Any]] = [
+        {"name": "config", "configMap": {"name": names.config}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
+        {"name": "checkpoint", "mountPath": CHECKPOINT_DIR},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    if spec.kafka.secret_ref:
+        ref = spec.kafka.secret_ref
+        volumes.append({"name": "kafka-client", "secret": {
+            "secretName": ref.name, "items": [{"key": ref.key, "path": ref.key}], "defaultMode": 0o440}})
+        mounts.append({"name": "kafka-client", "mountPath": KAFKA_SECRET_DIR, "readOnly": True})
+    pvc_spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": spec.checkpoint.size}},
+    }
+    if spec.checkpoint.storage_class_name:
+        pvc_spec["storageClassName"] = spec.checkpoint.storage_class_name
+    return {
+        # One driver at most, even when a node is lost: a StatefulSet never runs two pods of one
+        # ordinal, so there is never a second checkpoint writer.
+        "replicas": 1 if run else 0,
+        "serviceName": names.driver,
+        "podManagementPolicy": "OrderedReady",
+        "selector": {"matchLabels": selector(name)},
+        "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"},
+        "template": {
+            "metadata": {
+                "labels": labels(name),
+                # A changed job configuration rolls the driver: SIGTERM, the current micro-batch
+                # completes, and the new pod resumes from the checkpoint.
+                "annotations": {CONFIG_HASH_ANNOTATION: config_hash(config_json)},
+            },
+            "spec": {
+                "serviceAccountName": names.service_account,
+                "terminationGracePeriodSeconds": 120,
+                "securityContext": {
+                    "runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER,
+                    "fsGroup": RUN_AS_USER, "seccompProfile": {"type": "RuntimeDefault"},
+                },
+                "containers": [{
+                    "name": "driver",
+                    "image": spec.spark.image,
+                    "imagePullPolicy": spec.spark.image_pull_policy,
+                    # PySpark starts spark-submit in client mode against spark.master (the in-cluster
+                    # API server) from inside this process: the same entry point as a local run.
+                    "command": ["python", "-m", "scorestream.runtime", "--config", CONFIG_FILE],
+                    "env": [
+                        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                        {"name": "SPARK_USER", "value": "spark"},
+                        {"name": "HOME", "value": "/tmp"},
+                    ],
+                    "ports": [
+                        {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
+                        {"name": "driver", "containerPort": DRIVER_PORT, "protocol": "TCP"},
+                        {"name": "blockmanager", "containerPort": BLOCK_MANAGER_PORT, "protocol": "TCP"},
+                    ],
+                    "resources": {"requests": resources, "limits": resources},
+                    "startupProbe": {"httpGet": {"path": "/healthz", "port": "http"},
+                                     "periodSeconds": 5, "failureThreshold": 60},
+                    "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"},
+                                      "periodSeconds": 10, "failureThreshold": 6},
+                    "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 5},
+                    "securityContext": {
+                        "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                        "capabilities": {"drop": ["ALL"]},
+                    },
+                    "volumeMounts": mounts,
+                }],
+                "volumes": volumes,
+            },
+        },
+        "volumeClaimTemplates": [{
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "checkpoint", "labels": labels(name)},
+            "spec": pvc_spec,
+        }],
+    }
+
+
+def consumer_groups(name: str, namespace: str) -> dict[str, str]:
+    return {"data": naming.data_group(namespace, name), "models": naming.models_group(namespace, name, "<run>")}
+
+
+def render(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """For `scorestream render`: placeholder uid where the resource has none yet."""
+    meta = {"uid": "00000000-0000-0000-0000-000000000000", "namespace": "default", **body.get("metadata", {})}
+    return desired_objects({**body, "metadata": meta})

@@ -1,0 +1,99 @@
+"""kopf handlers, thin: each hands the resource to reconciler.reconcile and patches the status.
+
+Handlers are registered into a registry passed in (not kopf's global one), so the tests can run
+a real operator per test against the emulated API.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from scorestream.operator import desired, reconciler
+from scorestream.operator import spec as s
+from scorestream.operator.kube import Kube, contains
+from scorestream.operator.settings import OperatorConfig
+
+CHILD_KINDS = [("", "v1", "configmaps"), ("", "v1", "serviceaccounts"), ("", "v1", "services"),
+               ("rbac.authorization.k8s.io", "v1", "roles"), ("rbac.authorization.k8s.io", "v1", "rolebindings"),
+               ("apps", "v1", "statefulsets")]
+MANAGED = {"app.kubernetes.io/managed-by": "scorestream-operator"}
+
+
+def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
+             connection: kopf.ConnectionInfo | None = None) -> None:
+    """Register the operator's handlers. `connection`: a fixed API server (tests); else kubeconfig/in-cluster."""
+    resource = (s.GROUP, s.VERSION, s.PLURAL)
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        return connection or kopf.login_via_client(**kwargs)
+
+    @kopf.on.startup(registry=registry)
+    async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+        settings.persistence.finalizer = f"{s.GROUP}/finalizer"
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=s.GROUP)
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=s.GROUP)
+        settings.posting.level = 20  # INFO and above (of the per-object logger too) become Events
+        kube = Kube.for_server(connection.server, connection.token, verify_ssl=not connection.insecure) \
+            if connection else await Kube.from_environment()
+        memo.ctx = reconciler.Context(kube=kube, config=config)
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+        if getattr(memo, "ctx", None):
+            await memo.ctx.kube.close()
+
+    @kopf.on.resume(*resource, registry=registry)
+    @kopf.on.create(*resource, registry=registry)
+    @kopf.on.update(*resource, registry=registry)
+    async def apply(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: Any, reason: str,
+                    **_: Any) -> None:
+        patch.status.update(await reconciler.reconcile(memo.ctx, dict(body), logger, trigger=str(reason)))
+
+    @kopf.timer(*resource, registry=registry, interval=config.observe_interval, initial_delay=1.0,
+                sharp=False, idle=0)
+    async def observe(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: Any, **_: Any) -> None:
+        if body.metadata.get("deletionTimestamp"):
+            return
+        new = await reconciler.reconcile(memo.ctx, dict(body), logger, trigger="timer")
+        if new != body.get("status"):
+            patch.status.update(new)
+
+    for group, version, plural in CHILD_KINDS:
+        @kopf.on.event(group, version, plural, labels=MANAGED, registry=registry)
+        async def child_changed(event: dict[str, Any], body: kopf.Body, memo: kopf.Memo, logger: Any,
+                                **_: Any) -> None:
+            """A child deleted or edited by someone else is restored at once, not at the next timer."""
+            if event.get("type") not in ("DELETED", "MODIFIED"):
+                return
+            owner = next((r for r in body.metadata.get("ownerReferences", [])
+                          if r.get("kind") == s.KIND and r.get("controller")), None)
+            if owner is None:
+                return
+            ms = await memo.ctx.kube.get(s.API_VERSION, s.KIND, body.metadata.namespace, owner["name"])
+            if ms is None or ms["metadata"].get("uid") != owner.get("uid") or ms["metadata"].get("deletionTimestamp"):
+                return  # the owner is gone: garbage collection takes the child
+            wanted = next((o for o in desired.desired_objects(ms) if o["kind"] == body.get("kind")
+                           and o["metadata"]["name"] == body.metadata.name), None)
+            if wanted is None:
+                return
+            if event["type"] == "MODIFIED" and contains(dict(body), wanted):
+                return
+            await reconciler.reconcile(memo.ctx, ms, logger, trigger="child")
+
+
+def run(config: OperatorConfig) -> None:
+    """The operator's main loop (blocking)."""
+    registry = kopf.OperatorRegistry()
+    register(registry, config)
+    kopf.configure(verbose=False)
+    kopf.run(
+        registry=registry,
+        clusterwide=config.all_namespaces,
+        namespaces=config.namespaces,
+        standalone=config.peering is None,
+        peering_name=config.peering,
+        liveness_endpoint="http://0.0.0.0:8080/healthz",
+    )

@@ -1,0 +1,150 @@
+"""A thin async Kubernetes client for the few kinds the operator owns: get, create, patch, delete.
+
+Built on the `kubernetes` package's async ApiClient (its configuration loading and auth), with
+paths for our kinds only. `apply` is idempotent: it creates what is missing, patches what drifted
+(a JSON merge patch of the desired object, so fields we do not set keep the server's defaults),
+and never takes over an object another owner controls.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+PLURALS = {
+    ("v1", "ConfigMap"): "configmaps",
+    ("v1", "ServiceAccount"): "serviceaccounts",
+    ("v1", "Service"): "services",
+    ("v1", "Pod"): "pods",
+    ("v1", "Secret"): "secrets",
+    ("rbac.authorization.k8s.io/v1", "Role"): "roles",
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rolebindings",
+    ("apps/v1", "StatefulSet"): "statefulsets",
+}
+
+
+class KubeError(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(f"{status}: {message}")
+        self.status = status
+
+
+class NotOwned(Exception):
+    """An object of the desired name exists and another controller owns it."""
+
+
+def path(api_version: str, kind: str, namespace: str, name: str | None = None) -> str:
+    plural = PLURALS.get((api_version, kind))
+    if plural is None:
+        from scorestream.operator import spec as s
+        if (api_version, kind) != (s.API_VERSION, s.KIND):
+            raise ValueError(f"no path known for {api_version} {kind}")
+        plural = s.PLURAL
+    prefix = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    base = f"{prefix}/namespaces/{namespace}/{plural}"
+    return f"{base}/{name}" if name else base
+
+
+def contains(current: Any, wanted: Any) -> bool:
+    """Whether `current` has everything `wanted` says (servers add defaults; we ignore those)."""
+    if isinstance(wanted, dict):
+        return isinstance(current, dict) and all(contains(current.get(k), v) for k, v in wanted.items())
+    if isinstance(wanted, list):
+        return isinstance(current, list) and len(current) == len(wanted) and all(
+            contains(c, w) for c, w in zip(current, wanted))
+    return current == wanted
+
+
+@dataclass
+class Kube:
+    api: Any  # kubernetes.aio.client.ApiClient
+
+    @classmethod
+    async def from_environment(cls) -> Kube:
+        from kubernetes.aio import client, config
+
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            await config.load_kube_config()
+        return cls(client.ApiClient())
+
+    @classmethod
+    def for_server(cls, server: str, token: str | None = None, verify_ssl: bool = True) -> Kube:
+        from kubernetes.aio import client
+
+        conf = client.Configuration(host=server)
+        conf.verify_ssl = verify_ssl
+        if token:
+            conf.api_key = {"authorization": token}
+            conf.api_key_prefix = {"authorization": "Bearer"}
+        return cls(client.ApiClient(conf))
+
+    async def close(self) -> None:
+        await self.api.close()
+
+    async def request(self, method: str, url_path: str, body: Any = None,
+                      content_type: str = "application/json") -> tuple[int, dict[str, Any]]:
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        method_, url, headers, body_, _ = await self.api.param_serialize(
+            method, url_path, header_params=headers, body=body, auth_settings=["BearerToken"])
+        response = await self.api.call_api(method_, url, headers, body_, _request_timeout=30)
+        raw = await response.read()
+        try:
+            data = json.loads(raw) if raw else {}
+        except json.JSONDecodeError:
+            data = {"message": raw[:200].decode(errors="replace")}
+        return response.status, data
+
+    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        status, data = await self.request("GET", path(api_version, kind, namespace, name))
+        if status == 404:
+            return None
+        if status >= 300:
+            raise KubeError(status, data.get("message", ""))
+        return data
+
+    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
+        status, data = await self.request("DELETE", path(api_version, kind, namespace, name))
+        if status == 404:
+            return False
+        if status >= 300:
+            raise KubeError(status, data.get("message", ""))
+        return True
+
+    async def apply(self, obj: dict[str, Any]) -> str:
+        """Make `obj` exist as desired. Returns 'created', 'patched' or 'unchanged'."""
+        meta = obj["metadata"]
+        api_version, kind, ns, name = obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"]
+        current = await self.get(api_version, kind, ns, name)
+        if current is None:
+            status, data = await self.request("POST", path(api_version, kind, ns), obj)
+            if status < 300:
+                return "created"
+            if status != 409:
+                raise KubeError(status, data.get("message", ""))
+            # Created meanwhile (another reconcile, or an earlier operator run): patch it instead.
+            current = await self.get(api_version, kind, ns, name)
+            if current is None:
+                raise KubeError(409, f"{kind} {ns}/{name} conflicts but cannot be read")
+        self._check_owner(current, obj)
+        if contains(current, obj):
+            return "unchanged"
+        status, data = await self.request("PATCH", path(api_version, kind, ns, name), obj,
+                                          content_type="application/merge-patch+json")
+        if status >= 300:
+            raise KubeError(status, data.get("message", ""))
+        return "patched"
+
+    @staticmethod
+    def _check_owner(current: dict[str, Any], wanted: dict[str, Any]) -> None:
+        ours = {r["uid"] for r in wanted["metadata"].get("ownerReferences", [])}
+        controllers = [r for r in current.get("metadata", {}).get("ownerReferences", []) if r.get("controller")]
+        if controllers and not any(r.get("uid") in ours for r in controllers):
+            other = controllers[0]
+            raise NotOwned(f"{wanted['kind']} {wanted['metadata']['name']} exists and is controlled by "
+                           f"{other.get('kind')} {other.get('name')}")
+        if not controllers and current.get("metadata", {}).get("uid") and ours:
+            # An unowned object of our name: adopting it would make us delete a user's object.
+            raise NotOwned(f"{wanted['kind']} {wanted['metadata']['name']} exists and is not owned by this ModelServing")

@@ -1,0 +1,83 @@
+"""Observe a ModelServing's world: its driver pod, its job's HTTP endpoint, its topics.
+
+Reads only; what it means is decided by status.compute.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+
+from scorestream.config import read_properties_text
+from scorestream.operator import topics
+from scorestream.operator.desired import Names
+from scorestream.operator.kube import Kube
+from scorestream.operator.spec import ModelServingSpec
+from scorestream.operator.status import DriverState, JobReport
+
+
+async def driver_state(kube: Kube, names: Names) -> DriverState:
+    pod = await kube.get("v1", "Pod", names.namespace, names.driver_pod)
+    if pod is None:
+        return DriverState()
+    statuses = pod.get("status", {}).get("containerStatuses") or []
+    main = next((c for c in statuses if c.get("name") == "driver"), statuses[0] if statuses else {})
+    waiting = (main.get("state") or {}).get("waiting") or {}
+    terminated = (main.get("lastState") or {}).get("terminated") or {}
+    last = None
+    if terminated:
+        last = f"{terminated.get('reason', 'Terminated')}: {terminated.get('message', '').strip()[:500]}" \
+               f" (exit code {terminated.get('exitCode')})"
+    return DriverState(exists=True, ready=bool(main.get("ready")), restarts=int(main.get("restartCount", 0)),
+                       waiting_reason=waiting.get("reason"), last_termination=last)
+
+
+async def job_report(endpoint: str, timeout: float = 3.0) -> JobReport:
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
+            async with session.get(f"{endpoint}/readyz") as r:
+                ready = await r.json()
+            async with session.get(f"{endpoint}/stats") as r:
+                stats = await r.json()
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+        return JobReport()
+    totals = stats.get("totals", {})
+    serving = {dt: {"name": info["name"], "version": info["version"], "since": info.get("since")}
+               for dt, info in stats.get("dataTypes", {}).items()}
+    return JobReport(reachable=True, ready=bool(ready.get("ready")), ready_reason=ready.get("reason") or "",
+                     serving=serving, lag=totals.get("lag"), executors=totals.get("executors"))
+
+
+async def kafka_client_properties(kube: Kube, namespace: str, spec: ModelServingSpec) -> dict[str, str]:
+    """The Kafka settings the operator's own admin client needs, secret ones from the Secret."""
+    props = dict(spec.kafka.properties)
+    ref = spec.kafka.secret_ref
+    if ref:
+        import base64
+
+        secret = await kube.get("v1", "Secret", namespace, ref.name)
+        if secret is None or ref.key not in (secret.get("data") or {}):
+            raise LookupError(f"Secret {namespace}/{ref.name} has no key {ref.key!r}")
+        props.update(read_properties_text(base64.b64decode(secret["data"][ref.key]).decode()))
+    return props
+
+
+async def check_topics(kube: Kube, namespace: str, spec: ModelServingSpec) -> topics.TopicsReport:
+    try:
+        props = await kafka_client_properties(kube, namespace, spec)
+    except LookupError as e:
+        return topics.TopicsReport(error=str(e))
+    return await asyncio.to_thread(topics.ensure_topics, spec.kafka, props)
+
+
+def endpoint_of(names: Names, template: str | None) -> str:
+    """The job's HTTP endpoint: the driver pod's DNS name, or a template (tests, port-forwards)."""
+    if template:
+        return template.format(name=names.name, namespace=names.namespace)
+    return names.endpoint
+
+
+def summary(obj: dict[str, Any]) -> str:
+    return f"{obj['kind']} {obj['metadata']['name']}"

@@ -1,0 +1,96 @@
+"""One reconcile: apply the desired objects, observe, compute status, tell users what changed.
+
+Called by the kopf handlers for create/update/resume, by the periodic observer timer, and when a
+child object is deleted or edited. Everything that decides lives in desired.py and status.py.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from scorestream.operator import desired, observer, status
+from scorestream.operator.kube import Kube, KubeError, NotOwned
+from scorestream.operator.settings import OperatorConfig
+from scorestream.operator.spec import ModelServingSpec
+
+
+@dataclass
+class Context:
+    """What every reconcile shares: the API client and the operator's configuration."""
+
+    kube: Kube
+    config: OperatorConfig
+    applied: dict[tuple[str, str], int] = field(default_factory=dict)  # (ns, name) -> generation applied
+
+
+def invalid_spec_status(body: dict[str, Any], error: ValidationError, now: str | None = None) -> dict[str, Any]:
+    gen = body.get("metadata", {}).get("generation", 0)
+    message = "; ".join(f"spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors())
+    conditions = [{"type": t, "status": st, "reason": "InvalidSpec", "message": message,
+                   "lastTransitionTime": now or status._now(), "observedGeneration": gen}
+                  for t, st in (("Ready", "False"), ("ModelReady", "False"), ("Progressing", "False"),
+                                ("Degraded", "True"))]
+    return {"observedGeneration": gen, "phase": "Failed", "conditions": conditions}
+
+
+async def reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger | Any,
+                    trigger: str) -> dict[str, Any]:
+    """Returns the new status; the caller patches it (kopf's `patch.status`)."""
+    meta = body["metadata"]
+    name, namespace = meta["name"], meta["namespace"]
+    previous = dict(body.get("status") or {})
+    try:
+        spec = ModelServingSpec.model_validate(body.get("spec") or {})
+    except ValidationError as e:
+        new = invalid_spec_status(body, e)
+        if previous.get("phase") != "Failed":
+            kopf.warn(body, reason="InvalidSpec", message=new["conditions"][0]["message"][:1000])
+        return new
+
+    observed = status.Observed(generation=meta.get("generation", 0), spec=spec)
+    run = not spec.suspend
+    if ctx.config.manage_topics and run:
+        report = await observer.check_topics(ctx.kube, namespace, spec)
+        observed.data_topic_exists, observed.topics_error = report.data_topic_exists, report.error
+        if report.created:
+            kopf.info(body, reason="TopicsCreated", message=", ".join(report.created))
+        # No driver until the data topic exists: it would only crash-loop.
+        run = report.data_topic_exists is not False
+
+    try:
+        for obj in desired.desired_objects(body, run=run):
+            result = await ctx.kube.apply(obj)
+            if result == "created":
+                logger.info("created %s", observer.summary(obj))
+            elif result == "patched" and trigger in ("timer", "child"):
+                kopf.warn(body, reason="DriftRepaired", message=f"{observer.summary(obj)} was changed or deleted; restored")
+    except (KubeError, NotOwned) as e:
+        observed.apply_error = str(e)
+
+    names = desired.Names(name, namespace)
+    observed.driver = await observer.driver_state(ctx.kube, names)
+    if observed.driver.exists or ctx.config.endpoint_template:
+        observed.job = await observer.job_report(observer.endpoint_of(names, ctx.config.endpoint_template))
+    new = status.compute(name, namespace, observed, previous)
+    if trigger != "child":  # a child's repair does not patch status: its transitions come with the next one
+        _post_transitions(body, previous, new)
+    return new
+
+
+def _post_transitions(body: dict[str, Any], previous: dict[str, Any], new: dict[str, Any]) -> None:
+    """Events for what users must see: a condition that changed status."""
+    before = {c["type"]: c for c in previous.get("conditions", [])}
+    for cond in new["conditions"]:
+        old = before.get(cond["type"])
+        if old and old.get("status") == cond["status"] and old.get("reason") == cond["reason"]:
+            continue
+        bad = (cond["type"] == "Degraded" and cond["status"] == "True") or \
+              (cond["type"] != "Degraded" and cond["status"] == "False" and cond["reason"] not in
+               ("DriverCreating", "DriverStarting", "JobNotReady", "NoModel", "Suspended"))
+        message = f"{cond['type']}={cond['status']}: {cond['message']}".rstrip(": ")
+        (kopf.warn if bad else kopf.info)(body, reason=cond["reason"], message=message[:1000])

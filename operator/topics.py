@@ -1,0 +1,52 @@
+"""Kafka topics a ModelServing needs: the output, dead-letter and models topics are ensured; the
+data topic is only checked, because creating it would hide a misspelt name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from scorestream.operator.spec import KafkaSpec
+
+
+@dataclass
+class TopicsReport:
+    data_topic_exists: bool | None = None  # None: the broker did not answer
+    created: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+def ensure_topics(kafka: KafkaSpec, client_properties: dict[str, str], replication: int = -1,
+                  timeout: float = 10.0) -> TopicsReport:
+    """Blocking (confluent-kafka admin): run it in a thread."""
+    admin = AdminClient({**client_properties, "bootstrap.servers": kafka.bootstrap_servers})
+    try:
+        meta = admin.list_topics(timeout=timeout)
+    except Exception as e:  # KafkaException: broker unreachable, auth failure
+        return TopicsReport(error=f"cannot list topics on {kafka.bootstrap_servers}: {e}")
+    existing = meta.topics
+    report = TopicsReport(data_topic_exists=kafka.data_topic in existing)
+    # Output and dead-letter topics get the data topic's partition count, so a key keeps its
+    # partition end to end; the models topic is compacted (the latest model per key is kept).
+    partitions = len(existing[kafka.data_topic].partitions) if report.data_topic_exists else 1
+    wanted = {
+        kafka.output_topic: NewTopic(kafka.output_topic, partitions, replication),
+        kafka.dead_letter_topic: NewTopic(kafka.dead_letter_topic, partitions, replication),
+        kafka.models_topic: NewTopic(kafka.models_topic, 1, replication, config={"cleanup.policy": "compact"}),
+    }
+    missing = [t for name, t in wanted.items() if name not in existing]
+    if not missing:
+        return report
+    errors = []
+    for name, future in admin.create_topics(missing, request_timeout=timeout).items():
+        try:
+            future.result()
+            report.created.append(name)
+        except Exception as e:
+            if "TOPIC_ALREADY_EXISTS" in str(e):
+                continue
+            errors.append(f"{name}: {e}")
+    if errors:
+        report.error = "cannot create topics: " + "; ".join(errors)
+    return report
