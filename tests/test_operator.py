@@ -1,0 +1,322 @@
+"""A real kopf operator against the emulated Kubernetes API (kmock + kmock_compat), the real broker,
+and a stand-in for the job's HTTP endpoint (the real job is exercised by the runtime tests)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import statistics
+import time
+import uuid
+from pathlib import Path
+
+import kmock
+import kopf
+import pytest
+import pytest_asyncio
+import yaml
+from aiohttp import web
+
+from scorestream.demo.broker import create_topics
+from scorestream.operator import spec as s
+from scorestream.operator.handlers import register
+from scorestream.operator.kube import Kube
+from scorestream.operator.settings import OperatorConfig
+
+from admission import admit
+from kmock_compat import Emulator
+
+pytestmark = pytest.mark.broker
+EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine.yaml").read_text())
+MS = f"{s.GROUP}/{s.VERSION}/{s.PLURAL}"
+NS = "ml"
+
+
+class FakeJob:
+    """The job's /readyz and /stats, as the runtime serves them, with state the test sets."""
+
+    def __init__(self):
+        self.ready, self.executors, self.lag = True, 2, 0
+        self.serving = {"wine": {"name": "wine-tree", "version": "1", "since": 1.7e9}}
+
+    async def readyz(self, _):
+        return web.json_response({"ready": self.ready, "reason": "" if self.ready else "restoring models"},
+                                 status=200 if self.ready else 503)
+
+    async def stats(self, _):
+        return web.json_response({"dataTypes": self.serving,
+                                  "totals": {"lag": self.lag, "executors": self.executors}})
+
+
+@pytest_asyncio.fixture
+async def job():
+    fake = FakeJob()
+    app = web.Application()
+    app.router.add_get("/readyz", fake.readyz)
+    app.router.add_get("/stats", fake.stats)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    fake.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+    yield fake
+    await runner.cleanup()
+
+
+@pytest_asyncio.fixture
+async def api():
+    async with Emulator() as emulator, kmock.Server(emulator) as server:
+        emulator.api_url = str(server.url).rstrip("/")
+        emulator.kube = Kube.for_server(emulator.api_url)
+        yield emulator
+        await emulator.kube.close()
+
+
+class Operator:
+    def __init__(self, api, config):
+        self.api, self.config, self.task = api, config, None
+
+    async def start(self):
+        registry = kopf.OperatorRegistry()
+        register(registry, self.config, connection=kopf.ConnectionInfo(server=self.api.api_url, insecure=True))
+        self.stop_flag, ready = asyncio.Event(), asyncio.Event()
+        self.task = asyncio.create_task(kopf.operator(
+            registry=registry, standalone=True, clusterwide=True, stop_flag=self.stop_flag, ready_flag=ready,
+            memo=kopf.Memo()))
+        await asyncio.wait_for(ready.wait(), 20)
+
+    async def stop(self):
+        self.stop_flag.set()
+        try:
+            await asyncio.wait_for(self.task, 20)
+        except asyncio.CancelledError:
+            if not self.task.cancelled():  # kopf ends its own task cancelled when it stops
+                raise
+
+
+@pytest.fixture
+def topics(broker):
+    suffix = uuid.uuid4().hex[:8]
+    names = {"dataTopic": f"records-{suffix}", "outputTopic": f"predictions-{suffix}",
+             "deadLetterTopic": f"dlq-{suffix}", "modelsTopic": f"models-{suffix}"}
+    return names
+
+
+@pytest_asyncio.fixture
+async def operator(api, job, broker):
+    op = Operator(api, OperatorConfig(observeInterval=0.5, endpointTemplate=job.url))
+    await op.start()
+    yield op
+    if not op.task.done():
+        await op.stop()
+
+
+def resource(topics, broker, name="wine", **spec):
+    body = copy.deepcopy(EXAMPLE)
+    body["metadata"] = {"name": name, "namespace": NS}
+    body["spec"]["kafka"].update(topics, bootstrapServers=broker.bootstrap)
+    body["spec"]["kafka"].pop("secretRef")
+    body["spec"].update(spec)
+    return body
+
+
+async def apply(api, body):
+    """kubectl apply: the API server's admission first, then create or patch."""
+    existing = await api.kube.get(s.API_VERSION, s.KIND, NS, body["metadata"]["name"])
+    errors = admit(body, existing)
+    assert errors == [], errors
+    if existing is None:
+        status, data = await api.kube.request("POST", f"/apis/{s.API_VERSION}/namespaces/{NS}/{s.PLURAL}", body)
+    else:
+        status, data = await api.kube.request(
+            "PATCH", f"/apis/{s.API_VERSION}/namespaces/{NS}/{s.PLURAL}/{body['metadata']['name']}",
+            {"spec": body["spec"]}, content_type="application/merge-patch+json")
+    assert status < 300, (data.get("message"), data.get("details", {}).get("traceback", "")[-1500:])
+    return data
+
+
+def obj(api, resource_key, name):
+    try:
+        found = api.objects[resource_key, NS, name]
+    except KeyError:
+        return None
+    return None if found.deleted else copy.deepcopy(found.raw)
+
+
+async def until(predicate, timeout=20.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def condition(api, name, ctype):
+    ms = obj(api, MS, name) or {}
+    return next((c for c in (ms.get("status") or {}).get("conditions", []) if c["type"] == ctype), {})
+
+
+def driver_pod(api, name="wine", ready=True, waiting=None, restarts=0):
+    status = {"name": "driver", "ready": ready, "restartCount": restarts, "state": {}}
+    if waiting:
+        status["state"] = {"waiting": {"reason": waiting}}
+        status["lastState"] = {"terminated": {"reason": "Error", "message": "Exception: bootstrap failed",
+                                              "exitCode": 1}}
+    api.objects["v1/pods", NS, f"{name}-driver-0"] = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": f"{name}-driver-0", "namespace": NS, "uid": str(uuid.uuid4())},
+        "status": {"containerStatuses": [status]},
+    }
+
+
+CHILDREN = [("v1/configmaps", "wine-job"), ("v1/serviceaccounts", "wine-driver"), ("v1/services", "wine-driver"),
+            ("rbac.authorization.k8s.io/v1/roles", "wine-driver"),
+            ("rbac.authorization.k8s.io/v1/rolebindings", "wine-driver"), ("apps/v1/statefulsets", "wine-driver")]
+
+
+async def test_create_makes_children_topics_and_status(api, operator, job, broker, topics):
+    create_topics(broker.bootstrap, {topics["dataTopic"]: 3})
+    driver_pod(api)
+    await apply(api, resource(topics, broker))
+    for key, name in CHILDREN:
+        await until(lambda: obj(api, key, name), what=f"{key} {name}")
+    await until(lambda: condition(api, "wine", "Ready").get("status") == "True", what="Ready")
+    status = obj(api, MS, "wine")["status"]
+    assert status["phase"] == "Running" and status["observedGeneration"] == 1
+    assert condition(api, "wine", "ModelReady")["status"] == "True"
+    assert status["model"]["current"] == {"name": "wine-tree", "version": "1", "since": "2023-11-14T22:13:20Z"}
+    assert status["consumerGroups"]["data"] == "scorestream.ml.wine"
+    assert status["replicas"] == 2 and status["lag"] == 0
+    from confluent_kafka.admin import AdminClient
+    meta = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=5).topics
+    assert len(meta[topics["outputTopic"]].partitions) == 3 and topics["deadLetterTopic"] in meta
+
+
+async def test_missing_data_topic_is_reported_not_guessed(api, operator, broker, topics):
+    await apply(api, resource(topics, broker))
+    cond = await until(lambda: condition(api, "wine", "Ready").get("reason") == "DataTopicMissing"
+                       and condition(api, "wine", "Ready"), what="DataTopicMissing")
+    assert topics["dataTopic"] in cond["message"]
+    sts = await until(lambda: obj(api, "apps/v1/statefulsets", "wine-driver"))
+    assert sts["spec"]["replicas"] == 0
+    create_topics(broker.bootstrap, {topics["dataTopic"]: 1})  # retried: the driver starts
+    await until(lambda: obj(api, "apps/v1/statefulsets", "wine-driver")["spec"]["replicas"] == 1, what="driver")
+
+
+async def test_replicas_change_updates_driver_config_and_status_follows(api, operator, job, broker, topics):
+    create_topics(broker.bootstrap, {topics["dataTopic"]: 2})
+    driver_pod(api)
+    await apply(api, resource(topics, broker))
+    await until(lambda: (obj(api, MS, "wine").get("status") or {}).get("replicas") == 2, what="replicas 2")
+    before = obj(api, "apps/v1/statefulsets", "wine-driver")["spec"]["template"]["metadata"]["annotations"]
+    await apply(api, resource(topics, broker, replicas=3))
+    await until(lambda: '"spark.executor.instances": "3"' in obj(api, "v1/configmaps", "wine-job")["data"]["job.json"],
+                what="config")
+    # The driver rolls to the new executor count (live scaling without a restart is issue #5).
+    await until(lambda: obj(api, "apps/v1/statefulsets", "wine-driver")["spec"]["template"]["metadata"]["annotations"]
+                != before, what="driver rolled")
+    job.executors = 3
+    await until(lambda: obj(api, MS, "wine")["status"]["replicas"] == 3, what="status.replicas 3")
+    assert obj(api, MS, "wine")["status"]["observedGeneration"] == 2
+
+
+async def test_deleted_and_edited_children_are_restored(api, operator, job, broker, topics):
+    create_topics(broker.bootstrap, {topics["dataTopic"]: 1})
+    await apply(api, resource(topics, broker))
+    await until(lambda: obj(api, "apps/v1/statefulsets", "wine-driver"), what="driver")
+    status, _ = await api.kube.request("DELETE", "/apis/apps/v1/namespaces/ml/statefulsets/wine-driver")
+    assert status < 300
+    await until(lambda: obj(api, "apps/v1/statefulsets", "wine-driver"), what="driver restored")
+    status, _ = await api.kube.request("PATCH", "/apis/rbac.authorization.k8s.io/v1/namespaces/ml/roles/wine-driver",
+                                         {"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]},
+                                         content_type="application/merge-patch+json")
+    assert status < 300
+    await until(lambda: obj(api, "rbac.authorization.k8s.io/v1/roles", "wine-driver")["rules"][0]["resources"] == ["pods"],
+                what="role restored")
+
+
+async def test_crash_looping_driver_degrades_with_the_reason(api, operator, job, broker, topics):
+    create_topics(broker.bootstrap, {topics["dataTopic"]: 1})
+    job.ready = False
+    driver_pod(api, ready=False, waiting="CrashLoopBackOff", restarts=4)
+    await apply(api, resource(topics, broker))
+    cond = await until(lambda: condition(api, "wine", "Degraded").get("status") == "True"
+                       and condition(api, "wine", "Degraded"), what="Degraded")
+    assert cond["reason"] == "CrashLoopBackOff" and "bootstrap failed" in cond["message"]
+    assert obj(api, MS, "wine")["status"]["phase"] == "Degraded"
+
+
+async def test_delete_leaves_cleanup_to_owner_references(api, operator, broker, topics):
+    create_topics(broker.bootstrap, {topics["dataTopic"]: 1})
+    await apply(api, resource(topics, broker))
+    await until(lambda: obj(api, "apps/v1/statefulsets", "wine-driver"), what="driver")
+    ms = obj(api, MS, "wine")
+    # Only kopf's own finalizer (it keeps the timer's state); nothing outside Kubernetes is cleaned.
+    assert ms["metadata"].get("finalizers", []) in ([], ["scorestream.dev/finalizer"])
+    for key, name in CHILDREN:
+        (ref,) = obj(api, key, name)["metadata"]["ownerReferences"]
+        assert ref["uid"] == ms["metadata"]["uid"] and ref["blockOwnerDeletion"]
+    status, _ = await api.kube.request("DELETE", f"/apis/{s.API_VERSION}/namespaces/{NS}/{s.PLURAL}/wine")
+    assert status < 300
+    await until(lambda: obj(api, MS, "wine") is None, what="deleted")
+
+
+async def test_operator_restart_mid_reconcile_leaves_no_duplicates(api, job, broker, topics):
+    create_topics(broker.bootstrap, {topics["dataTopic"]: 1})
+    first = Operator(api, OperatorConfig(observeInterval=0.5, endpointTemplate=job.url))
+    await first.start()
+    await apply(api, resource(topics, broker))
+    await until(lambda: obj(api, "v1/configmaps", "wine-job"), what="first child")
+    first.task.cancel()  # killed mid-reconcile, not a graceful stop
+    try:
+        await first.task
+    except (asyncio.CancelledError, Exception):
+        pass
+    second = Operator(api, OperatorConfig(observeInterval=0.5, endpointTemplate=job.url))
+    await second.start()
+    try:
+        await until(lambda: condition(api, "wine", "Ready").get("status") == "True"
+                    or obj(api, "apps/v1/statefulsets", "wine-driver"), what="reconciled")
+        for key, name in CHILDREN:
+            await until(lambda: obj(api, key, name), what=name)
+            live = [k for k in api.objects if k[0].plural == key.split("/")[-1] and k[2] == name
+                    and not api.objects[k].deleted]
+            assert len(live) == 1
+    finally:
+        await second.stop()
+
+
+async def test_invalid_spec_is_rejected_at_admission_and_by_the_operator(api, operator, broker, topics):
+    bad = resource(topics, broker, replicas=-1)
+    assert any("replicas" in e for e in admit(bad))
+    # Where no schema runs (this emulator; a CRD installed without validation), the operator says why.
+    status, _ = await api.kube.request("POST", f"/apis/{s.API_VERSION}/namespaces/{NS}/{s.PLURAL}", bad)
+    assert status < 300
+    cond = await until(lambda: condition(api, "wine", "Degraded").get("reason") == "InvalidSpec"
+                       and condition(api, "wine", "Degraded"), what="InvalidSpec")
+    assert "spec.replicas" in cond["message"]
+    assert obj(api, MS, "wine")["status"]["phase"] == "Failed"
+    assert obj(api, "apps/v1/statefulsets", "wine-driver") is None
+
+
+@pytest.mark.timeout(400)
+async def test_reconcile_latency(api, operator, job, broker, topics, capsys):
+    """Resource change -> ConfigMap patched, over 100 changes (printed for the closing note)."""
+    create_topics(broker.bootstrap, {topics["dataTopic"]: 1})
+    await apply(api, resource(topics, broker))
+    await until(lambda: obj(api, "v1/configmaps", "wine-job"), what="config")
+    latencies = []
+    for i in range(100):
+        body = resource(topics, broker, replicas=1 + i % 7)
+        body["spec"]["spark"]["conf"] = {"spark.scorestream.change": str(i)}
+        t0 = time.perf_counter()
+        await apply(api, body)
+        await until(lambda: f'"spark.scorestream.change": "{i}"' in obj(api, "v1/configmaps", "wine-job")["data"]["job.json"],
+                    what=f"change {i}")
+        latencies.append(time.perf_counter() - t0)
+    latencies.sort()
+    with capsys.disabled():
+        print(f"\nreconcile latency over {len(latencies)} changes: median {statistics.median(latencies) * 1000:.0f} ms,"
+              f" p99 {latencies[98] * 1000:.0f} ms")
