@@ -97,21 +97,21 @@ class Kube:
             data = {"message": raw[:200].decode(errors="replace")}
         return response.status, data
 
-    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        status, data = await self.request("GET", path(api_version, kind, namespace, name))
+    async def _named(self, method: str, api_version: str, kind: str, namespace: str,
+                     name: str) -> dict[str, Any] | None:
+        """A request on one object: its answer, or None where the object does not exist."""
+        status, data = await self.request(method, path(api_version, kind, namespace, name))
         if status == 404:
             return None
         if status >= 300:
             raise KubeError(status, data.get("message", ""))
         return data
 
+    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self._named("GET", api_version, kind, namespace, name)
+
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
-        status, data = await self.request("DELETE", path(api_version, kind, namespace, name))
-        if status == 404:
-            return False
-        if status >= 300:
-            raise KubeError(status, data.get("message", ""))
-        return True
+        return await self._named("DELETE", api_version, kind, namespace, name) is not None
 
     async def apply(self, obj: dict[str, Any]) -> str:
         """Make `obj` exist as desired. Returns 'created', 'patched' or 'unchanged'."""

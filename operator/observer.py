@@ -6,6 +6,7 @@ Reads only; what it means is decided by status.compute.
 from __future__ import annotations
 
 import asyncio
+import base64
 from typing import Any
 
 import aiohttp
@@ -55,8 +56,6 @@ async def kafka_client_properties(kube: Kube, namespace: str, spec: ModelServing
     props = dict(spec.kafka.properties)
     ref = spec.kafka.secret_ref
     if ref:
-        import base64
-
         secret = await kube.get("v1", "Secret", namespace, ref.name)
         if secret is None or ref.key not in (secret.get("data") or {}):
             raise LookupError(f"Secret {namespace}/{ref.name} has no key {ref.key!r}")

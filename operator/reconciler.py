@@ -7,7 +7,7 @@ child object is deleted or edited. Everything that decides lives in desired.py a
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
@@ -25,7 +25,6 @@ class Context:
 
     kube: Kube
     config: OperatorConfig
-    applied: dict[tuple[str, str], int] = field(default_factory=dict)  # (ns, name) -> generation applied
 
 
 def invalid_spec_status(body: dict[str, Any], error: ValidationError, now: str | None = None) -> dict[str, Any]:

@@ -87,7 +87,7 @@ class ServingJob:
             return False, "restoring models"
         if self.follower.error:
             return False, self.follower.error
-        missing = [dt for dt in self.config.data_types if dt not in self.registry.snapshot().models]
+        missing = self._missing_models()
         if missing:
             return False, f"waiting for a model for {', '.join(missing)}"
         if self.query is None or not self.query.isActive:
@@ -127,9 +127,14 @@ class ServingJob:
             msg = str(getattr(e, "java_exception", e)).splitlines()[0]
             raise ValueError(msg) from None
 
+    def _missing_models(self) -> list[str]:
+        """The served dataTypes that have no model yet."""
+        models = self.registry.snapshot().models
+        return [dt for dt in self.config.data_types if dt not in models]
+
     def _wait_for_models(self) -> bool:
         while not self._stopping.is_set():
-            missing = [dt for dt in self.config.data_types if dt not in self.registry.snapshot().models]
+            missing = self._missing_models()
             if not missing:
                 return True
             log.info("waiting for a model for %s", ", ".join(missing))
