@@ -6,6 +6,10 @@ a real operator per test against the emulated API.
 
 from __future__ import annotations
 
+import logging
+import os
+import random
+import threading
 from typing import Any
 
 import kopf
@@ -22,8 +26,9 @@ MANAGED = {"app.kubernetes.io/managed-by": "scorestream-operator"}
 
 
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
-             connection: kopf.ConnectionInfo | None = None) -> None:
-    """Register the operator's handlers. `connection`: a fixed API server (tests); else kubeconfig/in-cluster."""
+             connection: kopf.ConnectionInfo | None = None, exit_after_cleanup: float | None = None) -> None:
+    """Register the operator's handlers. `connection`: a fixed API server (tests); else kubeconfig/in-cluster.
+    `exit_after_cleanup`: end the process this many seconds after kopf's cleanup if kopf has not."""
     resource = (s.GROUP, s.VERSION, s.PLURAL)
 
     @kopf.on.login(registry=registry)
@@ -35,15 +40,28 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
         settings.persistence.finalizer = f"{s.GROUP}/finalizer"
         settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=s.GROUP)
         settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=s.GROUP)
+        settings.peering.lifetime = config.peering_lifetime
         settings.posting.level = 20  # INFO and above (of the per-object logger too) become Events
         kube = Kube.for_server(connection.server, connection.token, verify_ssl=not connection.insecure) \
             if connection else await Kube.from_environment()
         memo.ctx = reconciler.Context(kube=kube, config=config)
 
     @kopf.on.cleanup(registry=registry)
-    async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    async def cleanup(memo: kopf.Memo, logger: Any, **_: Any) -> None:
         if getattr(memo, "ctx", None):
             await memo.ctx.kube.close()
+        if exit_after_cleanup is not None:
+            # kopf 1.45 closes its API session before the peering keep-alive's last touch, which
+            # then waits for credentials forever: a replica would hang until SIGKILL. Every
+            # handler is done by now; only that touch (removing us from the peering) is left.
+            def _exit() -> None:
+                logger.warning("kopf did not exit %.0f s after cleanup; exiting", exit_after_cleanup)
+                logging.shutdown()
+                os._exit(0)
+
+            timer = threading.Timer(exit_after_cleanup, _exit)
+            timer.daemon = True
+            timer.start()
 
     @kopf.on.resume(*resource, registry=registry)
     @kopf.on.create(*resource, registry=registry)
@@ -84,16 +102,24 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
             await reconciler.reconcile(memo.ctx, ms, logger, trigger="child")
 
 
-def run(config: OperatorConfig) -> None:
-    """The operator's main loop (blocking)."""
-    registry = kopf.OperatorRegistry()
-    register(registry, config)
-    kopf.configure(verbose=False)
-    kopf.run(
-        registry=registry,
+def operator_scope(config: OperatorConfig) -> dict[str, Any]:
+    """kopf's arguments for what to watch and whom to coordinate with.
+
+    kopf's peering is not leader election: operators of the same priority all freeze. Replicas of
+    one Deployment therefore each take a distinct random priority; the highest serves, the others
+    stand by and take over when it stops (at once) or stops renewing (after `peeringLifetime`)."""
+    return dict(
         clusterwide=config.all_namespaces,
         namespaces=config.namespaces,
         standalone=config.peering is None,
         peering_name=config.peering,
-        liveness_endpoint="http://0.0.0.0:8080/healthz",
+        priority=config.priority if config.priority is not None else random.randint(1, 2**31 - 1),
     )
+
+
+def run(config: OperatorConfig) -> None:
+    """The operator's main loop (blocking)."""
+    registry = kopf.OperatorRegistry()
+    register(registry, config, exit_after_cleanup=10.0)
+    kopf.configure(verbose=False)
+    kopf.run(registry=registry, liveness_endpoint="http://0.0.0.0:8080/healthz", **operator_scope(config))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import time
 from typing import Any
 
 import aiohttp
@@ -63,12 +64,30 @@ async def kafka_client_properties(kube: Kube, namespace: str, spec: ModelServing
     return props
 
 
-async def check_topics(kube: Kube, namespace: str, spec: ModelServingSpec) -> topics.TopicsReport:
-    try:
-        props = await kafka_client_properties(kube, namespace, spec)
-    except LookupError as e:
-        return topics.TopicsReport(error=str(e))
-    return await asyncio.to_thread(topics.ensure_topics, spec.kafka, props)
+class TopicsChecks:
+    """The last complete topic check per Kafka spec. An admin client costs a broker connection
+    and a metadata round trip; with every resource observed every few seconds that load lands on
+    the brokers for no news. A complete check (data topic there, nothing to create, no error) is
+    reused for `ttl` seconds; anything else is checked again at once."""
+
+    def __init__(self, ttl: float):
+        self.ttl, self._done = ttl, {}
+
+    async def check(self, kube: Kube, namespace: str, spec: ModelServingSpec) -> topics.TopicsReport:
+        try:
+            props = await kafka_client_properties(kube, namespace, spec)
+        except LookupError as e:
+            return topics.TopicsReport(error=str(e))
+        key = (spec.kafka.model_dump_json(), tuple(sorted(props.items())))
+        at = self._done.get(key)
+        if at is not None and time.monotonic() - at < self.ttl:
+            return topics.TopicsReport(data_topic_exists=True)
+        report = await asyncio.to_thread(topics.ensure_topics, spec.kafka, props)
+        if report.data_topic_exists and not report.error:
+            self._done[key] = time.monotonic()
+        else:
+            self._done.pop(key, None)
+        return report
 
 
 def endpoint_of(names: Names, template: str | None) -> str:

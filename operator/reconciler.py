@@ -7,7 +7,7 @@ child object is deleted or edited. Everything that decides lives in desired.py a
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
@@ -25,6 +25,10 @@ class Context:
 
     kube: Kube
     config: OperatorConfig
+    topics: observer.TopicsChecks = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.topics = observer.TopicsChecks(ttl=self.config.topics_recheck)
 
 
 def invalid_spec_status(body: dict[str, Any], error: ValidationError, now: str | None = None) -> dict[str, Any]:
@@ -54,7 +58,7 @@ async def reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger |
     observed = status.Observed(generation=meta.get("generation", 0), spec=spec)
     run = not spec.suspend
     if ctx.config.manage_topics and run:
-        report = await observer.check_topics(ctx.kube, namespace, spec)
+        report = await ctx.topics.check(ctx.kube, namespace, spec)
         observed.data_topic_exists, observed.topics_error = report.data_topic_exists, report.error
         if report.created:
             kopf.info(body, reason="TopicsCreated", message=", ".join(report.created))

@@ -2,21 +2,35 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from scorestream.config import Strict
 
 
 class OperatorConfig(Strict):
+    """Validated so that an operator never starts watching something other than what was meant."""
+
     namespaces: list[str] = Field(default_factory=list)
-    """Namespaces to watch; empty with all_namespaces false: the operator's own namespace."""
+    """Namespaces to watch (the command line defaults it to the operator's own, POD_NAMESPACE)."""
     all_namespaces: bool = Field(False, alias="allNamespaces")
     """Watch every namespace (cluster-wide RBAC needed)."""
     peering: str | None = None
     """kopf peering name for HA: replicas of the operator elect one active; None: standalone."""
+    priority: int | None = None
+    """This replica's peering priority (the highest serves); None: random, distinct per replica."""
+    peering_lifetime: int = Field(60, alias="peeringLifetime", ge=1)
+    """Seconds after which a silent active replica is presumed dead and a standby takes over."""
     observe_interval: float = Field(10.0, alias="observeInterval", gt=0)
     """Seconds between observations of each job (status, drift repair, crash loops)."""
     manage_topics: bool = Field(True, alias="manageTopics")
     """Ensure output, dead-letter and models topics exist and check the data topic."""
+    topics_recheck: float = Field(60.0, alias="topicsRecheck", ge=0)
+    """Seconds a complete topic check is trusted before the brokers are asked again."""
     endpoint_template: str | None = Field(None, alias="endpointTemplate")
     """The job's HTTP endpoint as a template of {name} and {namespace}; None: the driver pod's DNS name."""
+
+    @model_validator(mode="after")
+    def _one_scope(self) -> "OperatorConfig":
+        if bool(self.namespaces) == self.all_namespaces:
+            raise ValueError("watch either a list of namespaces or all namespaces (allNamespaces), not both or neither")
+        return self

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 
@@ -30,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     op.add_argument("-n", "--namespace", action="append", default=[], help="a namespace to watch (repeatable)")
     op.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace")
     op.add_argument("--peering", default=None, help="kopf peering name: run several replicas, one active")
+    op.add_argument("--priority", type=int, default=None,
+                    help="peering priority (the highest serves); default: random, distinct per replica")
     op.add_argument("--observe-interval", type=float, default=10.0, help="seconds between observations")
 
     args = parser.parse_args(argv)
@@ -61,8 +64,15 @@ def main(argv: list[str] | None = None) -> int:
         from scorestream.operator.handlers import run as run_operator
         from scorestream.operator.settings import OperatorConfig
 
-        run_operator(OperatorConfig(namespaces=args.namespace, allNamespaces=args.all_namespaces,
-                                    peering=args.peering, observeInterval=args.observe_interval))
+        namespaces = args.namespace
+        if not namespaces and not args.all_namespaces:
+            own = os.environ.get("POD_NAMESPACE")  # the Deployment's downward API
+            if not own:
+                parser.error("operator: give -n NAMESPACE (repeatable) or -A; or set POD_NAMESPACE")
+            namespaces = [own]
+        run_operator(OperatorConfig(namespaces=namespaces, allNamespaces=args.all_namespaces,
+                                    peering=args.peering, priority=args.priority,
+                                    observeInterval=args.observe_interval))
         return 0
     return 2
 

@@ -12,9 +12,29 @@ from typing import Any
 import attrs
 import jsonpatch
 import kmock
-from kmock._internal import enums
+from kmock._internal import enums, parsing
 
 from scorestream.operator import spec as s
+
+
+REQUEST_HISTORY = 8
+
+
+_parse_path = parsing.parse_path
+
+
+def _parse_namespaces_too(path: str) -> parsing.ParsedPath:
+    """kmock reads `/api/v1/namespaces[/NAME]` as a namespace prefix with nothing after it and
+    fails (500); it is the cluster-scoped resource `namespaces`, which kopf lists and watches
+    whenever it serves a list of namespaces."""
+    parts = path.split("?")[0].strip("/").split("/")
+    if parts[:3] == ["api", "v1", "namespaces"] and len(parts) <= 4:
+        return parsing.ParsedPath(group="", version="v1", plural="namespaces", namespace=None,
+                                  name=parts[3] if len(parts) == 4 else None)
+    return _parse_path(path)
+
+
+parsing.parse_path = _parse_namespaces_too
 
 
 class Emulator(kmock.KubernetesEmulator):
@@ -28,6 +48,12 @@ class Emulator(kmock.KubernetesEmulator):
             verbs={"create", "delete", "get", "list", "patch", "update", "watch"},
             subresources={"status", "scale"},
         )
+        # kopf's peering resources (operator HA), as the chart installs them.
+        verbs = {"create", "delete", "get", "list", "patch", "update", "watch"}
+        self.resources["kopf.dev/v1/clusterkopfpeerings"] = kmock.ResourceInfo(
+            kind="ClusterKopfPeering", singular="clusterkopfpeering", namespaced=False, verbs=verbs)
+        self.resources["kopf.dev/v1/kopfpeerings"] = kmock.ResourceInfo(
+            kind="KopfPeering", singular="kopfpeering", namespaced=True, verbs=verbs)
 
     def _replace(self, request, **changes):
         # kmock matches its reactions against the requests it recorded: replace the record too.
@@ -45,6 +71,11 @@ class Emulator(kmock.KubernetesEmulator):
         return None
 
     async def _handle(self, request):
+        # kmock records every request and finds the current one in that record by a linear scan,
+        # so each request costs O(requests so far): a long test slows down quadratically (100
+        # changes took >400 s). No test reads old requests; keep a bounded tail.
+        if len(self._requests) > 2 * REQUEST_HISTORY:
+            del self._requests[:-REQUEST_HISTORY]
         if request.resource is None:
             return await super()._handle(request)
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
