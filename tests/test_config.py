@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from pydantic import ValidationError
 
 from scorestream import naming
 from scorestream.config import ConfigError, JobConfig, parse_job_config
@@ -84,3 +85,12 @@ def test_group_names():
     assert naming.models_group("ml", "wine") != naming.models_group("ml", "wine"), "one group per run"
     assert naming.data_group("a", "x") != naming.data_group("b", "x")
     assert naming.model_key("wine") == "wine"
+
+
+@pytest.mark.parametrize("scope", [{}, {"namespaces": ["ml"], "allNamespaces": True}])
+def test_operator_watches_either_named_namespaces_or_all(scope):
+    from scorestream.operator.settings import OperatorConfig
+
+    with pytest.raises(ValidationError, match="namespaces"):
+        OperatorConfig(**scope)
+    assert OperatorConfig(namespaces=["ml"]).namespaces == ["ml"]

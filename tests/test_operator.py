@@ -280,6 +280,12 @@ async def test_crash_looping_driver_degrades_with_the_reason(api, operator, job,
                        and condition(api, "wine", "Degraded"), what="Degraded")
     assert cond["reason"] == "CrashLoopBackOff" and "bootstrap failed" in cond["message"]
     assert obj(api, MS, "wine")["status"]["phase"] == "Degraded"
+    # ... and users see it in `kubectl describe` / `kubectl events`: a Warning on the resource.
+    event = await until(lambda: next((o.raw for k, o in list(api.objects.items()) if k[0].plural == "events"
+                                      and not o.deleted and o.raw.get("reason") == "CrashLoopBackOff"), None),
+                        what="Warning event")
+    assert event["type"] == "Warning" and event["involvedObject"]["name"] == "wine"
+    assert "bootstrap failed" in event["message"]
 
 
 async def test_delete_leaves_cleanup_to_owner_references(api, operator, broker, topics):
