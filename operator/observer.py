@@ -43,13 +43,16 @@ async def job_report(endpoint: str, timeout: float = 3.0) -> JobReport:
                 ready = await r.json()
             async with session.get(f"{endpoint}/stats") as r:
                 stats = await r.json()
+            async with session.get(f"{endpoint}/models") as r:
+                models = await r.json() if r.status == 200 else {}  # older jobs: no rejections known
     except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
         return JobReport()
     totals = stats.get("totals", {})
     serving = {dt: {"name": info["name"], "version": info["version"], "since": info.get("since")}
                for dt, info in stats.get("dataTypes", {}).items()}
     return JobReport(reachable=True, ready=bool(ready.get("ready")), ready_reason=ready.get("reason") or "",
-                     serving=serving, lag=totals.get("lag"), executors=totals.get("executors"))
+                     serving=serving, lag=totals.get("lag"), executors=totals.get("executors"),
+                     rejected=list(models.get("rejected", [])))
 
 
 async def kafka_client_properties(kube: Kube, namespace: str, spec: ModelServingSpec) -> dict[str, str]:
@@ -73,11 +76,7 @@ class TopicsChecks:
     def __init__(self, ttl: float):
         self.ttl, self._done = ttl, {}
 
-    async def check(self, kube: Kube, namespace: str, spec: ModelServingSpec) -> topics.TopicsReport:
-        try:
-            props = await kafka_client_properties(kube, namespace, spec)
-        except LookupError as e:
-            return topics.TopicsReport(error=str(e))
+    async def check(self, spec: ModelServingSpec, props: dict[str, str]) -> topics.TopicsReport:
         key = (spec.kafka.model_dump_json(), tuple(sorted(props.items())))
         at = self._done.get(key)
         if at is not None and time.monotonic() - at < self.ttl:

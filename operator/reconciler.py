@@ -6,6 +6,7 @@ child object is deleted or edited. Everything that decides lives in desired.py a
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from scorestream.operator import desired, observer, status
+from scorestream.operator import desired, observer, publish, status
 from scorestream.operator.kube import Kube, KubeError, NotOwned
 from scorestream.operator.settings import OperatorConfig
 from scorestream.operator.spec import ModelServingSpec
@@ -57,8 +58,14 @@ async def reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger |
 
     observed = status.Observed(generation=meta.get("generation", 0), spec=spec)
     run = not spec.suspend
-    if ctx.config.manage_topics and run:
-        report = await ctx.topics.check(ctx.kube, namespace, spec)
+    props: dict[str, str] | None = None
+    if run and (ctx.config.manage_topics or spec.model):
+        try:
+            props = await observer.kafka_client_properties(ctx.kube, namespace, spec)
+        except LookupError as e:
+            observed.topics_error = str(e)
+    if ctx.config.manage_topics and run and props is not None:
+        report = await ctx.topics.check(spec, props)
         observed.data_topic_exists, observed.topics_error = report.data_topic_exists, report.error
         if report.created:
             kopf.info(body, reason="TopicsCreated", message=", ".join(report.created))
@@ -75,6 +82,9 @@ async def reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger |
     except (KubeError, NotOwned) as e:
         observed.apply_error = str(e)
 
+    if spec.model and run and props is not None and trigger != "child":
+        await _publish_model(body, spec, props, previous, observed)
+
     names = desired.Names(name, namespace)
     observed.driver = await observer.driver_state(ctx.kube, names)
     if observed.driver.exists or ctx.config.endpoint_template:
@@ -83,6 +93,25 @@ async def reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger |
     if trigger != "child":  # a child's repair does not patch status: its transitions come with the next one
         _post_transitions(body, previous, new)
     return new
+
+
+async def _publish_model(body: dict[str, Any], spec: ModelServingSpec, props: dict[str, str],
+                         previous: dict[str, Any], observed: status.Observed) -> None:
+    """Put spec.model on the models topic unless the status records this very rollout."""
+    d = publish.descriptor(spec)
+    rid = publish.rollout_id(d)
+    observed.published = (previous.get("model") or {}).get("published")
+    if observed.published == rid:
+        return
+    meta = body["metadata"]
+    try:
+        await asyncio.to_thread(publish.publish, spec.kafka, props, d, f"{meta['namespace']}/{meta['name']}")
+    except Exception as e:  # PublishError, KafkaException: reported, retried by the next reconcile
+        observed.publish_error = str(e)[:1000]
+        return
+    observed.published, observed.published_now = rid, True
+    kopf.info(body, reason="ModelPublished",
+              message=f"{d.label} published to {spec.kafka.models_topic} (rollout {rid})")
 
 
 def _post_transitions(body: dict[str, Any], previous: dict[str, Any], new: dict[str, Any]) -> None:
@@ -94,6 +123,6 @@ def _post_transitions(body: dict[str, Any], previous: dict[str, Any], new: dict[
             continue
         bad = (cond["type"] == "Degraded" and cond["status"] == "True") or \
               (cond["type"] != "Degraded" and cond["status"] == "False" and cond["reason"] not in
-               ("DriverCreating", "DriverStarting", "JobNotReady", "NoModel", "Suspended"))
+               ("DriverCreating", "DriverStarting", "JobNotReady", "NoModel", "RollingOut", "Suspended"))
         message = f"{cond['type']}={cond['status']}: {cond['message']}".rstrip(": ")
         (kopf.warn if bad else kopf.info)(body, reason=cond["reason"], message=message[:1000])

@@ -60,9 +60,11 @@ class ModelSpec(Strict):
     """The model's version; changing it rolls the model without restarting the job."""
     format: Literal["pmml", "tensorflow"]
     """pmml (scored by PMML4S in Spark's JVM) or tensorflow (a SavedModel)."""
-    uri: str = Field(min_length=1, max_length=4096, pattern=r"^(file|https?|s3|gs|data)://|^/")
-    """Where the model's artifact is: file:// or an absolute path (a mounted volume), http(s)://,
-    s3:// or gs:// (with the fsspec extra)."""
+    uri: str = Field(min_length=1, max_length=262144, pattern=r"^((file|https?|s3|gs)://|/|data:)")
+    """Where the model's artifact is: file:// or an absolute path (a mounted volume of the driver),
+    http(s)://, s3:// or gs:// (with the fsspec extra), or a data: URI (RFC 2397) carrying a small
+    model inline. The job fetches it; an artifact it cannot fetch or load fails the rollout and
+    the current model keeps serving."""
     description: str = Field("", max_length=1024)
     """A human description, reported with the serving statistics."""
 
@@ -161,11 +163,29 @@ class ServedModel(Strict):
     """When the job started serving it (RFC 3339)."""
 
 
+class ModelHistoryEntry(Strict):
+    name: str
+    """The model's name."""
+    version: str
+    """The model's version."""
+    outcome: Literal["Published", "Serving", "Replaced", "RolledBack"]
+    """Published (not yet confirmed by the job), Serving, Replaced (by a later one) or RolledBack."""
+    at: str
+    """When it reached this outcome (RFC 3339)."""
+    reason: str | None = None
+    """Why it was rolled back."""
+
+
 class ModelStatus(Strict):
     current: ServedModel | None = None
     """The model the job reports it serves."""
     desired: ServedModel | None = None
     """The model spec.model asks for."""
+    published: str | None = None
+    """The rollout id (a digest of the model message) last published for spec.model; the same
+    spec is never published twice."""
+    history: list[ModelHistoryEntry] = Field(default_factory=list, max_length=10)
+    """The last versions rolled out, oldest first, with their outcome."""
 
 
 class ConsumerGroups(Strict):

@@ -39,6 +39,7 @@ class JobReport:
     serving: dict[str, dict[str, Any]] = field(default_factory=dict)  # dataType -> {name, version, since}
     lag: int | None = None
     executors: int | None = None
+    rejected: list[dict[str, Any]] = field(default_factory=list)  # [{model: "name:version", dataType, reason, at}]
 
 
 @dataclass
@@ -50,6 +51,9 @@ class Observed:
     driver: DriverState = field(default_factory=DriverState)
     job: JobReport = field(default_factory=JobReport)
     apply_error: str | None = None
+    published: str | None = None  # the rollout id the models topic has for spec.model
+    published_now: bool = False  # ... and it was published by this reconcile
+    publish_error: str | None = None
 
 
 def _now() -> str:
@@ -123,16 +127,28 @@ def compute(name: str, namespace: str, observed: Observed, previous: dict[str, A
     if served:
         current = {"name": served["name"], "version": str(served["version"]), "since": _rfc3339(served.get("since"))}
     want = spec.model
+    prev_model = (previous or {}).get("model") or {}
+    history = [dict(e) for e in prev_model.get("history", [])]
+    if observed.published_now and want:
+        history = [e for e in history if (e["name"], e["version"]) != (want.name, want.version)]
+        history.append({"name": want.name, "version": want.version, "outcome": "Published", "at": now})
+    rolled_back = _rejection(observed, history)
     if spec.suspend:
         conds["ModelReady"] = ("False", "Suspended", "")
+    elif want is not None and observed.publish_error:
+        conds["ModelReady"] = ("False", "PublishFailed", observed.publish_error)
+    elif want is not None and rolled_back and not (current and (current["name"], current["version"]) == (want.name, want.version)):
+        keeps = f"; still serving {current['name']} {current['version']}" if current else ""
+        conds["ModelReady"] = ("False", "RolledBack",
+                               f"the job rejected {want.name} {want.version}: {rolled_back}{keeps}")
     elif want is None:
         conds["ModelReady"] = ("True", "Serving", f"serving {current['name']} {current['version']}") if current \
             else ("False", "NoModel", f"no model for dataType {spec.data_type!r} on the models topic yet")
     elif current and current["name"] == want.name and current["version"] == want.version:
         conds["ModelReady"] = ("True", "Serving", f"serving {want.name} {want.version}")
     elif current:
-        conds["ModelReady"] = ("False", "WaitingForModel",
-                               f"serving {current['name']} {current['version']}, desired {want.name} {want.version}")
+        conds["ModelReady"] = ("False", "RollingOut",
+                               f"serving {current['name']} {current['version']}, rolling out {want.name} {want.version}")
     else:
         conds["ModelReady"] = ("False", "NoModel", f"waiting for {want.name} {want.version} to serve")
 
@@ -154,6 +170,8 @@ def compute(name: str, namespace: str, observed: Observed, previous: dict[str, A
         "model": {
             "current": current,
             "desired": {"name": want.name, "version": want.version} if want else None,
+            "published": observed.published if want else None,
+            "history": _history(history, current, want, rolled_back, now),
         },
         "consumerGroups": desired.consumer_groups(name, namespace),
         "lag": job.lag,
@@ -161,3 +179,49 @@ def compute(name: str, namespace: str, observed: Observed, previous: dict[str, A
     }
     # The status model is the schema: what we write must pass it.
     return s.ModelServingStatus.model_validate(status).model_dump(by_alias=True, exclude_none=True)
+
+
+def _rejection(observed: Observed, history: list[dict[str, Any]]) -> str | None:
+    """Why the job rejected the desired model since it was last published, if it did."""
+    want = observed.spec.model
+    if want is None:
+        return None
+    entry = next((e for e in reversed(history) if (e["name"], e["version"]) == (want.name, want.version)), None)
+    if entry is None:
+        return None
+    if entry["outcome"] == "RolledBack":
+        return entry.get("reason") or "rejected"
+    published_at = datetime.strptime(entry["at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+    label = f"{want.name}:{want.version}"
+    for r in reversed(observed.job.rejected):
+        # The job's clock and ours agree within a second or so; a rejection from before this
+        # publication is about an earlier artifact of the same version.
+        if r.get("model") == label and r.get("dataType") in (observed.spec.data_type, None) \
+                and float(r.get("at", 0)) >= published_at - 2:
+            return str(r.get("reason", "rejected"))
+    return None
+
+
+def _history(history: list[dict[str, Any]], current: dict[str, Any] | None, want: s.ModelSpec | None,
+             rolled_back: str | None, now: str, keep: int = 10) -> list[dict[str, Any]]:
+    """The bounded record of versions: what serves is Serving, what served before is Replaced, a
+    published version the job rejected is RolledBack."""
+    def find(name: str, version: str) -> dict[str, Any] | None:
+        return next((e for e in reversed(history) if (e["name"], e["version"]) == (name, version)), None)
+
+    if current:
+        e = find(current["name"], current["version"])
+        if e is None:
+            history.append({"name": current["name"], "version": current["version"], "outcome": "Serving",
+                            "at": current.get("since") or now})
+        elif e["outcome"] != "Serving":
+            e.update(outcome="Serving", at=current.get("since") or now)
+            e.pop("reason", None)
+        for other in history:
+            if other["outcome"] == "Serving" and (other["name"], other["version"]) != (current["name"], current["version"]):
+                other.update(outcome="Replaced", at=now)
+    if want is not None and rolled_back:
+        e = find(want.name, want.version)
+        if e is not None and e["outcome"] == "Published":
+            e.update(outcome="RolledBack", at=now, reason=rolled_back[:1000])
+    return history[-keep:]

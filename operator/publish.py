@@ -1,0 +1,76 @@
+"""A spec.model becomes a model message on the models topic: the declarative side of a rollout.
+
+The descriptor is a pure function of the spec, and its rollout id a digest of the descriptor, so
+publishing is idempotent end to end: the operator skips a rollout id its status already records,
+and a message published twice (a crash between producing and recording it) installs nothing new,
+because the job ignores a model identical to the one it serves.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import urllib.parse
+
+from scorestream import naming
+from scorestream.api.descriptor import JSON_CONTENT_TYPE, ModelDescriptor
+from scorestream.operator.spec import KafkaSpec, ModelServingSpec
+
+ROLLOUT_HEADER = "scorestream-rollout"
+
+
+class PublishError(RuntimeError):
+    """The models topic did not take the message."""
+
+
+def decode_data_uri(uri: str) -> bytes:
+    """RFC 2397: data:[<mediatype>][;base64],<data>."""
+    head, sep, payload = uri[len("data:"):].partition(",")
+    if not sep:
+        raise ValueError("a data: URI needs a ',' before its content")
+    if head.endswith(";base64"):
+        try:
+            return base64.b64decode(payload, validate=True)
+        except binascii.Error as e:
+            raise ValueError(f"a data: URI's base64 content does not decode: {e}") from None
+    return urllib.parse.unquote_to_bytes(payload)
+
+
+def descriptor(spec: ModelServingSpec) -> ModelDescriptor:
+    """The models-topic message for spec.model. A data: URI travels inline; anything else by
+    location, fetched by the job (file:// paths are the driver pod's mounts)."""
+    m = spec.model
+    if m is None:
+        raise ValueError("spec.model is not set")
+    common = dict(name=m.name, version=m.version, description=m.description, dataType=spec.data_type,
+                  format=m.format, inputs=spec.input.fields if m.format == "tensorflow" and spec.input.fields else None)
+    if m.uri.startswith("data:"):
+        return ModelDescriptor(data=decode_data_uri(m.uri), **common)
+    return ModelDescriptor(location=m.uri, **common)
+
+
+def rollout_id(d: ModelDescriptor) -> str:
+    return hashlib.sha256(d.to_json_bytes()).hexdigest()[:16]
+
+
+def publish(kafka: KafkaSpec, client_properties: dict[str, str], d: ModelDescriptor, resource: str,
+            timeout: float = 10.0) -> str:
+    """Blocking (confluent-kafka): run it in a thread. Returns the rollout id once the broker
+    acknowledged the message (acks=all, idempotent producer)."""
+    from confluent_kafka import Producer
+
+    rid = rollout_id(d)
+    producer = Producer({**client_properties, "bootstrap.servers": kafka.bootstrap_servers,
+                         "enable.idempotence": True, "acks": "all", "message.timeout.ms": int(timeout * 1000)})
+    failures: list[str] = []
+    producer.produce(
+        kafka.models_topic, key=naming.model_key(d.data_type).encode(), value=d.to_json_bytes(),
+        headers=[("content-type", JSON_CONTENT_TYPE.encode()), (ROLLOUT_HEADER, rid.encode()),
+                 ("scorestream-resource", resource.encode())],
+        on_delivery=lambda err, _msg: failures.append(str(err)) if err else None)
+    left = producer.flush(timeout)
+    if left or failures:
+        raise PublishError(f"models topic {kafka.models_topic!r} did not take {d.label}: "
+                           f"{'; '.join(failures) or 'no acknowledgement in time'}")
+    return rid
