@@ -27,6 +27,9 @@ class Context:
     kube: Kube
     config: OperatorConfig
     topics: observer.TopicsChecks = field(init=False)
+    # uid -> the rollout id published (or being published) by this process: the update handler
+    # and the timer reconcile concurrently and both see a status without it until one patches.
+    published: dict[str, str] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.topics = observer.TopicsChecks(ttl=self.config.topics_recheck)
@@ -83,7 +86,7 @@ async def reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger |
         observed.apply_error = str(e)
 
     if spec.model and run and props is not None and trigger != "child":
-        await _publish_model(body, spec, props, previous, observed)
+        await _publish_model(ctx, body, spec, props, previous, observed)
 
     names = desired.Names(name, namespace)
     observed.driver = await observer.driver_state(ctx.kube, names)
@@ -95,18 +98,22 @@ async def reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger |
     return new
 
 
-async def _publish_model(body: dict[str, Any], spec: ModelServingSpec, props: dict[str, str],
+async def _publish_model(ctx: Context, body: dict[str, Any], spec: ModelServingSpec, props: dict[str, str],
                          previous: dict[str, Any], observed: status.Observed) -> None:
-    """Put spec.model on the models topic unless the status records this very rollout."""
+    """Put spec.model on the models topic unless this rollout is already there."""
     d = publish.descriptor(spec)
     rid = publish.rollout_id(d)
-    observed.published = (previous.get("model") or {}).get("published")
-    if observed.published == rid:
-        return
     meta = body["metadata"]
+    uid = meta.get("uid", f"{meta['namespace']}/{meta['name']}")
+    observed.published = (previous.get("model") or {}).get("published")
+    if rid in (observed.published, ctx.published.get(uid)):
+        observed.published = rid
+        return
+    ctx.published[uid] = rid
     try:
         await asyncio.to_thread(publish.publish, spec.kafka, props, d, f"{meta['namespace']}/{meta['name']}")
     except Exception as e:  # PublishError, KafkaException: reported, retried by the next reconcile
+        ctx.published.pop(uid, None)
         observed.publish_error = str(e)[:1000]
         return
     observed.published, observed.published_now = rid, True

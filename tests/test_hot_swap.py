@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import threading
-import time
-
 import pytest
 
 from scorestream.demo import feed, models
+
+from streaming import Stream, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -20,37 +19,6 @@ def demo_models():
         "linear": models.descriptor("linear", "2", "pmml", models.linear_pmml(rows)),
         "keras": models.descriptor("keras", "3", "tensorflow", models.keras_savedmodel_zip(rows, epochs=3)),
     }
-
-
-class Stream(threading.Thread):
-    """Produces wine records in small chunks at a steady pace, like a live source."""
-
-    def __init__(self, s, total: int, chunk: int = 100, pause: float = 0.1, start: int = 0):
-        super().__init__(daemon=True)
-        self.s, self.total, self.chunk, self.pause, self.first = s, total, chunk, pause, start
-        self.sent = 0
-        self.error: Exception | None = None
-
-    def run(self):
-        rows = feed.wine_rows()
-        try:
-            while self.sent < self.total:
-                n = min(self.chunk, self.total - self.sent)
-                batch = [rows[(self.first + self.sent + i) % len(rows)] for i in range(n)]
-                self.s.produce(feed.wine_records(batch, start=self.first + self.sent))
-                self.sent += n
-                time.sleep(self.pause)
-        except Exception as e:  # surfaced by the test
-            self.error = e
-
-
-def wait_until(predicate, timeout=120.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise TimeoutError(what)
 
 
 def test_swap_mid_stream_never_mixes_versions_in_a_batch(serving, demo_models):

@@ -1,0 +1,46 @@
+"""A live stream of wine records for tests, and waiting on a job."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from scorestream.demo import feed
+
+
+class Stream(threading.Thread):
+    """Produces wine records in small chunks at a steady pace, like a live source."""
+
+    def __init__(self, s, total: int, chunk: int = 100, pause: float = 0.1, start: int = 0):
+        super().__init__(daemon=True)
+        self.s, self.total, self.chunk, self.pause, self.first = s, total, chunk, pause, start
+        self.sent = 0
+        self.error: Exception | None = None
+        self._halt = threading.Event()
+
+    def stop(self) -> int:
+        """Stop after the chunk in flight; returns how many records were sent."""
+        self._halt.set()
+        self.join(60)
+        return self.sent
+
+    def run(self):
+        rows = feed.wine_rows()
+        try:
+            while self.sent < self.total and not self._halt.is_set():
+                n = min(self.chunk, self.total - self.sent)
+                batch = [rows[(self.first + self.sent + i) % len(rows)] for i in range(n)]
+                self.s.produce(feed.wine_records(batch, start=self.first + self.sent))
+                self.sent += n
+                time.sleep(self.pause)
+        except Exception as e:  # surfaced by the test
+            self.error = e
+
+
+def wait_until(predicate, timeout=120.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise TimeoutError(what)

@@ -1,0 +1,145 @@
+"""Declarative rollouts end to end: the operator (against the emulated API) publishes spec.model,
+the real job (Spark local, a local process standing in for the driver pod) swaps models without a
+restart, and the operator confirms what the job serves through its HTTP endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+
+import pytest
+
+from scorestream.config import JobConfig
+from scorestream.demo import feed, models
+from scorestream.demo.broker import free_port
+from scorestream.demo.process import JobProcess
+from scorestream.operator.settings import OperatorConfig
+
+from operator_harness import MS, Operator, api, apply, condition, driver_pod, obj, resource, until  # noqa: F401
+from streaming import Stream
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory):
+    """The demo's models as files, as a volume would hold them (the report's own models are
+    covered by the runtime tests)."""
+    rows = feed.wine_rows()
+    folder = tmp_path_factory.mktemp("models")
+    made = {"tree": ("pmml", models.tree_pmml(rows)), "linear": ("pmml", models.linear_pmml(rows)),
+            "keras": ("tensorflow", models.keras_savedmodel_zip(rows, epochs=3))}
+    out = {}
+    for name, (fmt, data) in made.items():
+        path = folder / f"{name}.{'pmml' if fmt == 'pmml' else 'zip'}"
+        path.write_bytes(data)
+        out[name] = {"format": fmt, "uri": path.as_uri()}
+    return out
+
+
+def model(artifacts, name, version):
+    return {"name": f"wine-{name}", "version": str(version), **artifacts[name]}
+
+
+def job_config_from_operator(api, port, workdir) -> JobConfig:
+    """The ConfigMap the operator wrote, run locally: Spark local instead of the cluster."""
+    raw = json.loads(obj(api, "v1/configmaps", "wine-job")["data"]["job.json"])
+    raw["spark"].update(master="local[2]", conf={})
+    raw.update(http={"host": "127.0.0.1", "port": port}, checkpointLocation=str(workdir / "checkpoint"),
+               workDir=str(workdir / "work"))
+    return JobConfig.model_validate(raw)
+
+
+def serving_now(api):
+    return ((obj(api, MS, "wine") or {}).get("status") or {}).get("model", {}).get("current") or {}
+
+
+async def rolled_out(api, name, version, timeout=120.0):
+    def done():
+        cond = condition(api, "wine", "ModelReady")
+        cur = serving_now(api)
+        return cond.get("status") == "True" and (cur.get("name"), cur.get("version")) == (name, str(version))
+    await until(done, timeout=timeout, what=f"ModelReady for {name} {version}")
+
+
+async def scored(job, name, version):
+    await until(lambda: job.get("/stats")["dataTypes"]["wine"].get("invocations", 0) > 0, timeout=120,
+                what=f"records scored by {name} {version}")
+
+
+@pytest.mark.timeout(900)
+async def test_immediate_rollouts_are_published_confirmed_and_rolled_back(api, broker, serving, artifacts, tmp_path, capsys):
+    s = serving(partitions=2)
+    topics = {"dataTopic": s.topics["data"], "outputTopic": s.topics["out"], "deadLetterTopic": s.topics["dlq"],
+              "modelsTopic": s.topics["models"]}
+    port = free_port()
+    op = Operator(api, OperatorConfig(allNamespaces=True, observeInterval=0.5,
+                                      endpointTemplate=f"http://127.0.0.1:{port}"))
+    await op.start()
+    job = None
+    try:
+        body = resource(topics, broker, model=model(artifacts, "tree", 1))
+        body["spec"]["input"] = {"format": "json", "fields": list(feed.WINE_COLUMNS)}
+        body["spec"]["spark"]["triggerInterval"] = "500ms"
+        await apply(api, body)
+        await until(lambda: obj(api, "v1/configmaps", "wine-job"), what="the job's ConfigMap")
+        # The operator published spec.model before the job ever ran: the job restores it.
+        job = JobProcess(job_config_from_operator(api, port, tmp_path), tmp_path, "job.log").start()
+        await asyncio.to_thread(job.wait_ready)
+        driver_pod(api)  # what the kubelet would report for the running driver
+        await rolled_out(api, "wine-tree", 1)
+
+        stream = Stream(s, total=10**9, chunk=100, pause=0.1)  # ~1,000 records/s until stopped
+        stream.start()
+        await scored(job, "tree", 1)
+        plan = [("linear", 2), ("keras", 3)] + [("tree" if v % 2 else "linear", v) for v in range(4, 12)]
+        durations = []
+        for name, version in plan:
+            body["spec"]["model"] = model(artifacts, name, version)
+            t0 = time.monotonic()
+            await apply(api, body)
+            await rolled_out(api, f"wine-{name}", version)
+            durations.append(time.monotonic() - t0)
+            await scored(job, name, version)  # not part of the figure: each version scores some records
+
+        # A model that cannot be fetched: rolled back, the current one keeps serving, not retried.
+        body["spec"]["model"] = {**model(artifacts, "tree", 99), "uri": "file:///nonexistent/tree.pmml"}
+        await apply(api, body)
+        cond = await until(lambda: condition(api, "wine", "ModelReady").get("reason") == "RolledBack"
+                           and condition(api, "wine", "ModelReady"), timeout=60, what="RolledBack")
+        last = f"wine-{plan[-1][0]} {plan[-1][1]}"
+        assert "nonexistent" in cond["message"] and f"still serving {last}" in cond["message"]
+        assert serving_now(api)["version"] == str(plan[-1][1])
+        history = obj(api, MS, "wine")["status"]["model"]["history"]
+        assert history[-1]["version"] == "99" and history[-1]["outcome"] == "RolledBack"
+        assert [h["outcome"] for h in history[:-1]].count("Serving") == 1 and len(history) == 10
+        published = obj(api, MS, "wine")["status"]["model"]["published"]
+
+        sent = await asyncio.to_thread(stream.stop)
+        assert stream.error is None and sent >= 10000
+        await asyncio.to_thread(job.wait_records, sent)
+        assert obj(api, MS, "wine")["status"]["model"]["published"] == published  # never re-published
+
+        out = [json.loads(m.value()) for m in await asyncio.to_thread(s.read, "out", sent)]
+        dlq = await asyncio.to_thread(s.read, "dlq", None, idle=2.0)
+        assert not dlq, [dict(m.headers() or []) for m in dlq[:3]]
+        assert len(out) == sent and len({o["key"] for o in out}) == sent, "every record scored once, none lost"
+        planned = {("wine-tree", "1")} | {(f"wine-{n}", str(v)) for n, v in plan}
+        used = {(o["model"]["name"], o["model"]["version"]) for o in out}
+        assert used <= planned, f"scored by versions outside the plan: {used - planned}"
+        assert used == planned, f"versions that scored nothing: {planned - used}"
+        models_msgs = await asyncio.to_thread(s.read, "models", None, idle=2.0)
+        assert len(models_msgs) == 1 + len(plan) + 1, "one message per rollout, none twice"
+
+        with capsys.disabled():
+            print(f"\nspec.model change -> ModelReady=True over {len(durations)} rollouts (trigger 500 ms): "
+                  f"median {statistics.median(durations):.2f} s, max {max(durations):.2f} s "
+                  f"(PMML {statistics.median([d for d, (n, _) in zip(durations, plan) if n != 'keras']):.2f} s, "
+                  f"TensorFlow {durations[1]:.2f} s)")
+        assert job.stop() == 0
+    finally:
+        if job is not None:
+            job.kill()
+        await op.stop()
