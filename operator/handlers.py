@@ -49,7 +49,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
     @kopf.on.cleanup(registry=registry)
     async def cleanup(memo: kopf.Memo, logger: Any, **_: Any) -> None:
         if getattr(memo, "ctx", None):
-            await memo.ctx.kube.close()
+            await memo.ctx.close()
         if exit_after_cleanup is not None:
             # kopf 1.45 closes its API session before the peering keep-alive's last touch, which
             # then waits for credentials forever: a replica would hang until SIGKILL. Every
@@ -70,14 +70,19 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
                     **_: Any) -> None:
         patch.status.update(await reconciler.reconcile(memo.ctx, dict(body), logger, trigger=str(reason)))
 
-    @kopf.timer(*resource, registry=registry, interval=config.observe_interval, initial_delay=1.0,
-                sharp=False, idle=0)
     async def observe(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: Any, **_: Any) -> None:
         if body.metadata.get("deletionTimestamp"):
             return
         new = await reconciler.reconcile(memo.ctx, dict(body), logger, trigger="timer")
         if new != body.get("status"):
             patch.status.update(new)
+
+    kopf.timer(*resource, registry=registry, interval=config.observe_interval, initial_delay=1.0,
+               sharp=False, idle=0, id="observe")(observe)
+    # While a rollout waits for the job's confirmation, look more often than the observer does:
+    # the time to ModelReady is then bounded by this poll, not by the observe interval.
+    kopf.timer(*resource, registry=registry, interval=config.rollout_poll, initial_delay=config.rollout_poll,
+               sharp=False, id="confirm-rollout", when=_rolling_out)(observe)
 
     for group, version, plural in CHILD_KINDS:
         @kopf.on.event(group, version, plural, labels=MANAGED, registry=registry)
@@ -100,6 +105,11 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
             if event["type"] == "MODIFIED" and contains(dict(body), wanted):
                 return
             await reconciler.reconcile(memo.ctx, ms, logger, trigger="child")
+
+
+def _rolling_out(body: kopf.Body, **_: Any) -> bool:
+    ready = next((c for c in (body.get("status") or {}).get("conditions", []) if c.get("type") == "ModelReady"), {})
+    return ready.get("reason") == "RollingOut" or (ready.get("reason") == "NoModel" and bool(body.get("spec", {}).get("model")))
 
 
 def operator_scope(config: OperatorConfig) -> dict[str, Any]:

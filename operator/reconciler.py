@@ -30,9 +30,18 @@ class Context:
     # uid -> the rollout id published (or being published) by this process: the update handler
     # and the timer reconcile concurrently and both see a status without it until one patches.
     published: dict[str, str] = field(default_factory=dict, init=False)
+    _running: set[asyncio.Task] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
         self.topics = observer.TopicsChecks(ttl=self.config.topics_recheck)
+
+    async def close(self, timeout: float = 10.0) -> None:
+        """Let reconciles in flight finish (kopf may still run a timer while it cleans up), then
+        close the client."""
+        running = [t for t in self._running if t is not asyncio.current_task()]
+        if running:
+            await asyncio.wait(running, timeout=timeout)
+        await self.kube.close()
 
 
 def invalid_spec_status(body: dict[str, Any], error: ValidationError, now: str | None = None) -> dict[str, Any]:
@@ -48,6 +57,16 @@ def invalid_spec_status(body: dict[str, Any], error: ValidationError, now: str |
 async def reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger | Any,
                     trigger: str) -> dict[str, Any]:
     """Returns the new status; the caller patches it (kopf's `patch.status`)."""
+    task = asyncio.current_task()
+    ctx._running.add(task)
+    try:
+        return await _reconcile(ctx, body, logger, trigger)
+    finally:
+        ctx._running.discard(task)
+
+
+async def _reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger | Any,
+                     trigger: str) -> dict[str, Any]:
     meta = body["metadata"]
     name, namespace = meta["name"], meta["namespace"]
     previous = dict(body.get("status") or {})

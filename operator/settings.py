@@ -22,6 +22,8 @@ class OperatorConfig(Strict):
     """Seconds after which a silent active replica is presumed dead and a standby takes over."""
     observe_interval: float = Field(10.0, alias="observeInterval", gt=0)
     """Seconds between observations of each job (status, drift repair, crash loops)."""
+    rollout_poll: float = Field(1.0, alias="rolloutPoll", gt=0)
+    """Seconds between looks at the job while a model rollout waits for its confirmation."""
     manage_topics: bool = Field(True, alias="manageTopics")
     """Ensure output, dead-letter and models topics exist and check the data topic."""
     topics_recheck: float = Field(60.0, alias="topicsRecheck", ge=0)

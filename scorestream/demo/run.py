@@ -38,6 +38,8 @@ class Producer(threading.Thread):
         self.sent = 0
         self.malformed = 0
         self.error: Exception | None = None
+        self.flowing = threading.Event()  # cleared while the demo waits for a swap to take effect
+        self.flowing.set()
 
     def run(self) -> None:
         rows = feed.wine_rows()
@@ -45,6 +47,10 @@ class Producer(threading.Thread):
         started = time.monotonic()
         try:
             while self.sent < self.total:
+                if not self.flowing.is_set():
+                    paused = time.monotonic()
+                    self.flowing.wait()
+                    started += time.monotonic() - paused  # keep the rate, do not catch up
                 n = min(chunk, self.total - self.sent)
                 records = feed.wine_records([rows[(self.sent + i) % len(rows)] for i in range(n)], start=self.sent)
                 if self.sent and self.sent % (self.total // 4) < chunk and self.malformed < len(MALFORMED):
@@ -138,17 +144,34 @@ def _progress(job: JobProcess, producer: Producer, plan, bootstrap: str, total: 
             f"{rate:>8.0f} rec/s  lag {t['lag'] if t['lag'] is not None else '-':>6}  "
             f"model {serving.get('name')}:{serving.get('version')}  switches {t['modelSwitches']}"
         )
-        # Switch by records scored (at 1/4 and 1/2), so that every model serves a share of the
-        # stream even though loading TensorFlow takes the driver a few seconds.
+        # Switch by records scored (at 1/4 and 1/2). The stream pauses until the job serves the
+        # new model, so every model scores its share of this short demo even though loading
+        # TensorFlow takes the driver seconds; a real stream keeps flowing, scored by the old
+        # model until the new one is ready.
         if published < len(plan) and t["recordsIn"] >= published * total // 4:
-            feed.publish_model(bootstrap, TOPICS["models"], plan[published])
-            _say(f"  >> published {plan[published].label} ({plan[published].format}) to {TOPICS['models']}")
+            model = plan[published]
+            producer.flowing.clear()
+            feed.publish_model(bootstrap, TOPICS["models"], model)
+            _say(f"  >> published {model.label} ({model.format}) to {TOPICS['models']}; the stream waits for the swap")
+            _wait_serving(job, model, timeout=120)
+            producer.flowing.set()
             published += 1
         if producer.error is not None:
             raise producer.error
         if not producer.is_alive() and t["recordsIn"] >= producer.sent + producer.malformed:
             return
     raise TimeoutError("the job did not take in every record in time")
+
+
+def _wait_serving(job: JobProcess, model, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        serving = job.get("/models")["serving"].get(model.data_type, {})
+        if (serving.get("name"), serving.get("version")) == (model.name, model.version):
+            _say(f"  >> the job serves {model.label}")
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"the job did not serve {model.label} within {timeout:.0f}s")
 
 
 def _summary(stats: dict, producer: Producer, memory: "ProcessTreeMemory", code: int) -> None:
