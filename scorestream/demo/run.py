@@ -32,9 +32,9 @@ def _say(msg: str) -> None:
 class Producer(threading.Thread):
     """Streams wine records at a steady rate; a malformed record now and then."""
 
-    def __init__(self, bootstrap: str, total: int, rate: int):
+    def __init__(self, bootstrap: str, total: int, rate: int, warmup: int = 300):
         super().__init__(daemon=True, name="demo-producer")
-        self.bootstrap, self.total, self.rate = bootstrap, total, rate
+        self.bootstrap, self.total, self.rate, self.warmup = bootstrap, total, rate, warmup
         self.sent = 0
         self.malformed = 0
         self.error: Exception | None = None
@@ -57,6 +57,10 @@ class Producer(threading.Thread):
                     records.append((b"malformed", MALFORMED[self.malformed]))
                     self.malformed += 1
                 feed.produce(self.bootstrap, TOPICS["data"], records, partitions=2)
+                if self.sent < self.warmup <= self.sent + n:
+                    # The first micro-batch starts Spark's Python workers (seconds): wait for it
+                    # rather than pile the whole stream up behind it.
+                    self.flowing.clear()
                 self.sent += n
                 ahead = self.sent / self.rate - (time.monotonic() - started)
                 if ahead > 0:
@@ -156,6 +160,9 @@ def _progress(job: JobProcess, producer: Producer, plan, bootstrap: str, total: 
             _wait_serving(job, model, timeout=120)
             producer.flowing.set()
             published += 1
+        if published == 1 and not producer.flowing.is_set() and t["recordsIn"] >= producer.sent:
+            _say("  >> warm: the first batch is scored; streaming on")
+            producer.flowing.set()
         if producer.error is not None:
             raise producer.error
         if not producer.is_alive() and t["recordsIn"] >= producer.sent + producer.malformed:
