@@ -37,7 +37,11 @@ def test_swap_mid_stream_never_mixes_versions_in_a_batch(serving, demo_models):
     s.publish(demo_models["keras"])
     wait_until(lambda: job.get("/models")["serving"]["wine"]["name"] == "keras", what="keras serving")
     # Served is not yet scored: TensorFlow's first batch imports it in each worker.
-    wait_until(lambda: job.get("/stats")["dataTypes"]["wine"]["invocations"] > 0, what="keras scoring")
+    try:
+        wait_until(lambda: job.get("/stats")["dataTypes"]["wine"]["invocations"] > 0, timeout=180, what="keras scoring")
+    except TimeoutError:
+        raise AssertionError(f"keras serves but scored nothing in 180 s; stream sent {stream.sent}, "
+                             f"error {stream.error!r}, alive {stream.is_alive()}; job log:\n{job.tail(60)}") from None
     sent = stream.stop()
     assert stream.error is None
     stats = job.wait_records(sent + 100)
