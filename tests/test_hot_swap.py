@@ -28,7 +28,7 @@ def test_swap_mid_stream_never_mixes_versions_in_a_batch(serving, demo_models):
     # Warm up first: the first batch starts Python workers and is much slower than the rest.
     s.produce(feed.wine_records(feed.wine_rows()[:100], start=100000))
     job.wait_records(100)
-    stream = Stream(s, total=6000, pause=0.25)  # ~400 records/s for ~15 s
+    stream = Stream(s, total=10**9, pause=0.25)  # ~400 records/s until every model has scored
     stream.start()
     wait_until(lambda: job.get("/stats")["totals"]["recordsIn"] >= 1600, what="1500 records under the tree")
     s.publish(demo_models["linear"])
