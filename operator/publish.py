@@ -54,13 +54,12 @@ def rollout_id(d: ModelDescriptor) -> str:
     return hashlib.sha256(d.to_json_bytes()).hexdigest()[:16]
 
 
-def publish(kafka: KafkaSpec, client_properties: dict[str, str], d: ModelDescriptor, resource: str,
-            timeout: float = 10.0) -> str:
-    """Blocking (confluent-kafka): run it in a thread. Returns the rollout id once the broker
-    acknowledged the message (acks=all, idempotent producer)."""
+def publish(kafka: KafkaSpec, client_properties: dict[str, str], d: ModelDescriptor, rid: str, resource: str,
+            timeout: float = 10.0) -> None:
+    """Blocking (confluent-kafka): run it in a thread. Returns once the broker acknowledged the
+    message (acks=all, idempotent producer); `rid` is `rollout_id(d)`, sent as a header."""
     from confluent_kafka import Producer
 
-    rid = rollout_id(d)
     producer = Producer({**client_properties, "bootstrap.servers": kafka.bootstrap_servers,
                          "enable.idempotence": True, "acks": "all", "message.timeout.ms": int(timeout * 1000)})
     failures: list[str] = []
@@ -73,4 +72,3 @@ def publish(kafka: KafkaSpec, client_properties: dict[str, str], d: ModelDescrip
     if left or failures:
         raise PublishError(f"models topic {kafka.models_topic!r} did not take {d.label}: "
                            f"{'; '.join(failures) or 'no acknowledgement in time'}")
-    return rid

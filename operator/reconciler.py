@@ -130,7 +130,7 @@ async def _publish_model(ctx: Context, body: dict[str, Any], spec: ModelServingS
         return
     ctx.published[uid] = rid
     try:
-        await asyncio.to_thread(publish.publish, spec.kafka, props, d, f"{meta['namespace']}/{meta['name']}")
+        await asyncio.to_thread(publish.publish, spec.kafka, props, d, rid, f"{meta['namespace']}/{meta['name']}")
     except Exception as e:  # PublishError, KafkaException: reported, retried by the next reconcile
         ctx.published.pop(uid, None)
         observed.publish_error = str(e)[:1000]

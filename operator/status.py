@@ -130,7 +130,8 @@ def compute(name: str, namespace: str, observed: Observed, previous: dict[str, A
     prev_model = (previous or {}).get("model") or {}
     history = [dict(e) for e in prev_model.get("history", [])]
     if observed.published_now and want:
-        history = [e for e in history if (e["name"], e["version"]) != (want.name, want.version)]
+        again = _find(history, want.name, want.version)  # re-published: it moves to the end
+        history = [e for e in history if e is not again]
         history.append({"name": want.name, "version": want.version, "outcome": "Published", "at": now})
     rolled_back = _rejection(observed, history)
     if spec.suspend:
@@ -181,12 +182,17 @@ def compute(name: str, namespace: str, observed: Observed, previous: dict[str, A
     return s.ModelServingStatus.model_validate(status).model_dump(by_alias=True, exclude_none=True)
 
 
+def _find(history: list[dict[str, Any]], name: str, version: str) -> dict[str, Any] | None:
+    """A version's entry in the model history (each version has at most one)."""
+    return next((e for e in reversed(history) if (e["name"], e["version"]) == (name, version)), None)
+
+
 def _rejection(observed: Observed, history: list[dict[str, Any]]) -> str | None:
     """Why the job rejected the desired model since it was last published, if it did."""
     want = observed.spec.model
     if want is None:
         return None
-    entry = next((e for e in reversed(history) if (e["name"], e["version"]) == (want.name, want.version)), None)
+    entry = _find(history, want.name, want.version)
     if entry is None:
         return None
     if entry["outcome"] == "RolledBack":
@@ -206,11 +212,8 @@ def _history(history: list[dict[str, Any]], current: dict[str, Any] | None, want
              rolled_back: str | None, now: str, keep: int = 10) -> list[dict[str, Any]]:
     """The bounded record of versions: what serves is Serving, what served before is Replaced, a
     published version the job rejected is RolledBack."""
-    def find(name: str, version: str) -> dict[str, Any] | None:
-        return next((e for e in reversed(history) if (e["name"], e["version"]) == (name, version)), None)
-
     if current:
-        e = find(current["name"], current["version"])
+        e = _find(history, current["name"], current["version"])
         if e is None:
             history.append({"name": current["name"], "version": current["version"], "outcome": "Serving",
                             "at": current.get("since") or now})
@@ -221,7 +224,7 @@ def _history(history: list[dict[str, Any]], current: dict[str, Any] | None, want
             if other["outcome"] == "Serving" and (other["name"], other["version"]) != (current["name"], current["version"]):
                 other.update(outcome="Replaced", at=now)
     if want is not None and rolled_back:
-        e = find(want.name, want.version)
+        e = _find(history, want.name, want.version)
         if e is not None and e["outcome"] == "Published":
             e.update(outcome="RolledBack", at=now, reason=rolled_back[:1000])
     return history[-keep:]
