@@ -79,4 +79,4 @@ class StatusServer:
 
     def _models(self):
         reg = self.stats.registry
-        return 200, {"serving": reg.serving(), "rejected": list(reg.rejected)}
+        return 200, {"serving": reg.serving(), "candidates": reg.candidates(), "rejected": list(reg.rejected)}

@@ -178,10 +178,11 @@ class ServingJob:
             if self._tables is None or self._tables[0] != snap.generation:
                 self._tables = (snap.generation, routing_table(self.config, snap, self._protobuf))
             c = self.config.kafka
-            frame = pipeline.plan(df, batch_id, self._tables[1], snap.models, c.output_topic, c.dead_letter_topic)
+            frame = pipeline.plan(df, batch_id, self._tables[1], snap.models, snap.candidates, c.output_topic,
+                                  c.dead_letter_topic)
             started = time.monotonic()
             metrics = pipeline.write(frame, {"kafka.bootstrap.servers": c.bootstrap_servers, **self._client_options()})
-            self.stats.add_batch(metrics, snap.models)
+            self.stats.add_batch(metrics, snap)
             log.info("batch %d: %d records in %.2fs", batch_id, metrics.get("in") or 0, time.monotonic() - started)
 
     def _protobuf_fields(self) -> dict | None:

@@ -159,19 +159,42 @@ def _short(e: Exception) -> str:
 
 
 @dataclass(frozen=True)
+class Candidate:
+    """A model on trial next to the serving one: a canary takes a share of the records (by key
+    hash, so a key stays with one version), a shadow scores every record without being written."""
+
+    model: LoadedModel
+    strategy: str  # "Canary" | "Shadow"
+    basis_points: int  # the canary's share of records, in 1/10000; 0 for a shadow
+
+    @property
+    def percent(self) -> float:
+        return self.basis_points / 100
+
+    def info(self) -> dict:
+        return {**self.model.info(), "strategy": self.strategy, "percent": self.percent}
+
+
+@dataclass(frozen=True)
 class Snapshot:
-    """The models of one micro-batch: fixed when the batch starts, so it is scored by one version."""
+    """The models of one micro-batch: fixed when the batch starts, so it is scored by one version
+    per dataType (and, during a canary or shadow, its one candidate)."""
 
     generation: int
     models: dict[str, LoadedModel]
+    candidates: dict[str, Candidate] = field(default_factory=dict)
+
+    def all_models(self) -> list[LoadedModel]:
+        return [*self.models.values(), *(c.model for c in self.candidates.values())]
 
 
 class ModelRegistry:
-    """The serving model per dataType, and a bounded record of what was rejected and why."""
+    """The serving model and candidate per dataType, and a bounded record of what was rejected."""
 
     def __init__(self, history: int = 50):
         self._lock = threading.Lock()
         self._models: dict[str, LoadedModel] = {}
+        self._candidates: dict[str, Candidate] = {}
         self._generation = 0
         self.rejected: deque[dict] = deque(maxlen=history)
         self.switches = 0
@@ -179,14 +202,41 @@ class ModelRegistry:
     def install(self, model: LoadedModel) -> bool:
         with self._lock:
             current = self._models.get(model.data_type)
-            if current is not None and current.digest == model.digest and current.route == model.route:
+            if current is not None and _same(current, model):
                 return False  # the same model again (a replay, a re-publish): nothing changes
             self._models[model.data_type] = model
+            candidate = self._candidates.get(model.data_type)
+            if candidate is not None and _same(candidate.model, model):
+                # The candidate promoted: one generation, so no batch sees it as both.
+                del self._candidates[model.data_type]
             self._generation += 1
             if current is not None:
                 self.switches += 1
         log.info("serving %s for dataType %s (%s)", model.route, model.data_type, model.format)
         return True
+
+    def install_candidate(self, model: LoadedModel, strategy: str, basis_points: int) -> bool:
+        candidate = Candidate(model, strategy, basis_points)
+        with self._lock:
+            old = self._candidates.get(model.data_type)
+            if old is not None and _same(old.model, model) and (old.strategy, old.basis_points) == (strategy, basis_points):
+                return False
+            current = self._models.get(model.data_type)
+            if current is not None and _same(current, model):
+                raise ModelRejected(f"candidate {model.route} is the model already serving")
+            self._candidates[model.data_type] = candidate
+            self._generation += 1
+        log.info("candidate %s for dataType %s: %s %.2f%%", model.route, model.data_type, strategy, candidate.percent)
+        return True
+
+    def withdraw_candidate(self, data_type: str) -> bool:
+        with self._lock:
+            gone = self._candidates.pop(data_type, None)
+            if gone is not None:
+                self._generation += 1
+        if gone is not None:
+            log.info("candidate %s for dataType %s withdrawn", gone.model.route, data_type)
+        return gone is not None
 
     def reject(self, label: str, data_type: str | None, reason: str) -> None:
         log.warning("model %s for dataType %s rejected: %s", label, data_type, reason)
@@ -195,21 +245,33 @@ class ModelRegistry:
 
     def snapshot(self) -> Snapshot:
         with self._lock:
-            return Snapshot(self._generation, dict(self._models))
+            return Snapshot(self._generation, dict(self._models), dict(self._candidates))
 
     def serving(self) -> dict[str, dict]:
         return {dt: m.info() for dt, m in self.snapshot().models.items()}
 
+    def candidates(self) -> dict[str, dict]:
+        return {dt: c.info() for dt, c in self.snapshot().candidates.items()}
+
+
+def _same(a: LoadedModel, b: LoadedModel) -> bool:
+    return a.digest == b.digest and a.route == b.route
+
+
+def _route(m: LoadedModel) -> dict:
+    return {"key": m.route, "format": m.format, "file": m.file, "inputs": list(m.inputs)}
+
 
 def routing_table(config: JobConfig, snap: Snapshot, protobuf_fields: dict | None) -> str:
-    """The JVM scorer's per-batch table: dataType -> model, plus how to decode records."""
+    """The JVM scorer's per-batch table: dataType -> model (and candidate), how to decode records."""
+    routes = {dt: _route(m) for dt, m in sorted(snap.models.items())}
+    for dt, c in snap.candidates.items():
+        if dt in routes:  # a candidate needs a serving model to stand next to
+            routes[dt]["candidate"] = {**_route(c.model), "mode": c.strategy.lower(), "share": c.basis_points}
     table = {
         "dataTypeField": config.input.data_type_field,
         "served": config.data_types or None,
-        "routes": {
-            dt: {"key": m.route, "format": m.format, "file": m.file, "inputs": list(m.inputs)}
-            for dt, m in sorted(snap.models.items())
-        },
+        "routes": routes,
         "protobuf": protobuf_fields,
     }
     return json.dumps(table, sort_keys=True)

@@ -2,7 +2,9 @@
 
 Only the driver reads this topic, so a new model is loaded and checked once and then used by
 every executor from the next micro-batch on. The topic is compacted and keyed by dataType; on
-start the whole topic is replayed and, per dataType, the newest message that loads is restored.
+start the whole topic is replayed and, per dataType, the newest message that loads is restored;
+a candidate (key ``<dataType>/candidate``) is restored from its newest message only, and a
+tombstone there withdraws it.
 Partitions are assigned, not subscribed: the per-run group id only labels the client, and no
 offsets are committed, so restarts leave no stale groups behind.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import dataclass
 
 from scorestream import naming
 from scorestream.api import descriptor as descriptors
@@ -19,6 +22,18 @@ from scorestream.config import JobConfig
 from scorestream.runtime.models import ModelLoader, ModelRegistry, ModelRejected
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class Item:
+    """One message's meaning: a model (serving or candidate), a withdrawn candidate, or a reason
+    it is unusable."""
+
+    data_type: str
+    candidate: bool
+    label: str
+    descriptor: descriptors.ModelDescriptor | None = None
+    reason: str | None = None
 
 
 class ModelsFollower:
@@ -57,7 +72,7 @@ class ModelsFollower:
         ends = {p: self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=timeout, cached=False)[1] for p in parts}
         self.consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in parts])
         pending = {p for p, end in ends.items() if end > 0}
-        candidates: dict[str, list] = {}  # dataType -> messages, oldest first
+        seen: dict[tuple[str, bool], list[Item]] = {}  # (dataType, candidate?) -> items, oldest first
         deadline = time.monotonic() + timeout
         while pending:
             if time.monotonic() > deadline:
@@ -66,40 +81,65 @@ class ModelsFollower:
                 if msg.error() is not None:
                     log.warning("models topic: %s", msg.error())
                     continue
-                self._remember(msg, candidates)
+                item = self._read(msg)
+                if item is not None:
+                    seen.setdefault((item.data_type, item.candidate), []).append(item)
                 if msg.offset() + 1 >= ends[msg.partition()]:
                     pending.discard(msg.partition())
-        for data_type, msgs in candidates.items():
-            for label, desc_or_reason in reversed(msgs):
-                if isinstance(desc_or_reason, str):
-                    self.registry.reject(label, data_type, desc_or_reason)
-                    continue
-                if self._install(desc_or_reason):
+        # Serving models first: a candidate stands next to one.
+        for (data_type, candidate), items in sorted(seen.items(), key=lambda kv: kv[0][1]):
+            if candidate:
+                # Only the newest candidate counts: an older one was replaced or withdrawn on purpose.
+                self._apply(items[-1])
+                continue
+            for item in reversed(items):  # the newest serving model that loads
+                if self._apply(item):
                     break
         self.restored = True
 
-    def _remember(self, msg, candidates: dict[str, list]) -> None:
+    def _read(self, msg) -> Item | None:
+        """What a message asks for; None if it is for a dataType this job does not serve."""
         key = (msg.key() or b"").decode(errors="replace")
+        # The key names the dataType (compaction key) even when the value is unreadable.
+        key_type, _, role = key.partition("/")
+        if not msg.value() and role == "candidate":  # a tombstone: the candidate is withdrawn
+            return Item(key_type, True, f"offset {msg.offset()}") if self._served(key_type) else None
         try:
             d = descriptors.decode(msg.value(), dict(msg.headers() or []))
         except descriptors.BadModelMessage as e:
-            # The key names the dataType (compaction key) even when the value is unreadable.
-            data_type = key.split("/", 1)[0] or None
-            if data_type and self._served(data_type):
-                candidates.setdefault(data_type, []).append((f"offset {msg.offset()}", str(e)))
-            elif not data_type:
+            if key_type and self._served(key_type):
+                return Item(key_type, role == "candidate", f"offset {msg.offset()}", reason=str(e))
+            if not key_type:
                 self.registry.reject(f"offset {msg.offset()}", None, str(e))
-            return
-        if self._served(d.data_type):
-            candidates.setdefault(d.data_type, []).append((d.label, d))
+            return None
+        if not self._served(d.data_type):
+            return None
+        if key and (role == "candidate") != (d.candidate is not None):
+            # Compaction keeps the newest message per key: a role that disagrees with its key
+            # would be kept or dropped with the wrong messages.
+            want = naming.model_key(d.data_type, candidate=d.candidate is not None)
+            return Item(d.data_type, role == "candidate", d.label,
+                        reason=f"message key {key!r} does not match the descriptor: expected {want!r}")
+        return Item(d.data_type, d.candidate is not None, d.label, descriptor=d)
 
-    def _install(self, d: descriptors.ModelDescriptor) -> bool:
+    def _apply(self, item: Item) -> bool:
+        """Install, install as candidate, withdraw or reject; True if a model now serves from it."""
+        if item.reason is not None:
+            self.registry.reject(item.label, item.data_type, item.reason)
+            return False
+        d = item.descriptor
+        if d is None:
+            self.registry.withdraw_candidate(item.data_type)
+            return False
         try:
             model = self.loader.load(d)
+            if d.candidate is None:
+                self.registry.install(model)
+            else:
+                self.registry.install_candidate(model, d.candidate.strategy, d.candidate.basis_points)
         except ModelRejected as e:
             self.registry.reject(d.label, d.data_type, str(e))
             return False
-        self.registry.install(model)
         return True
 
     def start(self) -> None:
@@ -113,14 +153,9 @@ class ModelsFollower:
                     if msg.error() is not None:
                         log.warning("models topic: %s", msg.error())
                         continue
-                    batch: dict[str, list] = {}
-                    self._remember(msg, batch)
-                    for data_type, msgs in batch.items():
-                        for label, item in msgs:
-                            if isinstance(item, str):
-                                self.registry.reject(label, data_type, item)
-                            else:
-                                self._install(item)
+                    item = self._read(msg)
+                    if item is not None:
+                        self._apply(item)
         except Exception as e:  # the job reports it unready rather than serving stale models silently
             self.error = f"models follower stopped: {e}"
             log.exception("models follower stopped")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -19,7 +20,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from scorestream.runtime import kafka_source
-from scorestream.runtime.models import LoadedModel
+from scorestream.runtime.models import Candidate, LoadedModel
 
 UDF_NAME = "ss_score"
 SCORER_CLASS = "dev.scorestream.jvm.Scorer"
@@ -28,6 +29,15 @@ RESULT_DDL = (
     "prediction DOUBLE, label STRING, outputs MAP<STRING, DOUBLE>, nanos BIGINT"
 )
 RESULT_COLUMNS = ["dataType", "route", "stage", "error", "features", "prediction", "label", "outputs", "nanos"]
+# During a shadow the scorer returns the candidate's result too (a separate UDF, so batches
+# without a shadow do not carry six null columns).
+SHADOW_UDF_NAME = "ss_score_shadow"
+SHADOW_SCORER_CLASS = "dev.scorestream.jvm.Scorer$Shadow"
+SHADOW_COLUMNS = ["shadowRoute", "shadowError", "shadowFeatures", "shadowPrediction", "shadowLabel", "shadowNanos"]
+SHADOW_RESULT_DDL = RESULT_DDL + (
+    ", shadowRoute STRING, shadowError STRING, shadowFeatures ARRAY<DOUBLE>, "
+    "shadowPrediction DOUBLE, shadowLabel STRING, shadowNanos BIGINT"
+)
 # Scoring latency buckets, seconds (Prometheus histogram `le` bounds).
 LATENCY_BUCKETS = (1e-6, 5e-6, 1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 0.1, 0.5, 1.0)
 HEADER_PREFIX = "scorestream."
@@ -35,10 +45,31 @@ HEADER_PREFIX = "scorestream."
 
 def register_udf(spark) -> None:
     spark.udf.registerJavaFunction(UDF_NAME, SCORER_CLASS, RESULT_DDL)
+    spark.udf.registerJavaFunction(SHADOW_UDF_NAME, SHADOW_SCORER_CLASS, SHADOW_RESULT_DDL)
 
 
-def _tf_stage(tf_routes: dict[str, str], files: dict[str, str]):
-    """A mapInArrow function scoring the rows routed to TensorFlow models (route -> SparkFiles name)."""
+@dataclass(frozen=True)
+class Slot:
+    """The columns one model's result occupies: the serving (or canary) model's, or the shadow's."""
+
+    route: str
+    features: str
+    prediction: str
+    label: str
+    nanos: str
+    error: str
+    stage: str | None  # the serving result's failing stage; a shadow's failure is only its error
+    outputs: str | None
+
+
+PRIMARY = Slot("route", "features", "prediction", "label", "nanos", "error", "stage", "outputs")
+SHADOW = Slot("shadowRoute", "shadowFeatures", "shadowPrediction", "shadowLabel", "shadowNanos", "shadowError",
+              None, None)
+
+
+def _tf_stage(tf_routes: dict[str, str], slots: tuple[Slot, ...]):
+    """A mapInArrow function scoring the rows routed to TensorFlow models (route -> SparkFiles
+    name), in each slot (the serving result, and the shadow's during a shadow)."""
 
     def score(batches):
         from pyspark import SparkFiles
@@ -46,48 +77,49 @@ def _tf_stage(tf_routes: dict[str, str], files: dict[str, str]):
         from scorestream.runtime import tf_model
 
         for batch in batches:
-            routes = batch.column("route").to_numpy(zero_copy_only=False)
-            stages = batch.column("stage").to_numpy(zero_copy_only=False)
-            todo = {}
-            for i, (r, s) in enumerate(zip(routes, stages)):
-                if s is None and r in tf_routes:
-                    todo.setdefault(r, []).append(i)
-            if not todo:
+            cols = {name: batch.column(name) for name in batch.schema.names}
+            ok = cols["stage"].is_null().to_numpy(zero_copy_only=False)
+            replaced: dict[str, list] = {}
+            for slot in slots:
+                routes = cols[slot.route].to_numpy(zero_copy_only=False)
+                errors = cols[slot.error].is_null().to_numpy(zero_copy_only=False)
+                todo: dict[str, list[int]] = {}
+                for i, r in enumerate(routes):
+                    if r in tf_routes and ok[i] and errors[i]:
+                        todo.setdefault(r, []).append(i)
+                if not todo:
+                    continue
+                out = {c: cols[c].to_pylist() for c in (slot.prediction, slot.label, slot.nanos, slot.error,
+                                                         slot.stage, slot.outputs) if c}
+                for route, rows in todo.items():
+                    try:
+                        model = tf_model.cached(SparkFiles.get(tf_routes[route]))
+                        picked = cols[slot.features].take(pa.array(rows, pa.int32()))
+                        x = picked.flatten().to_numpy(zero_copy_only=False).astype(np.float32).reshape(len(rows), -1)
+                        t0 = time.perf_counter_ns()
+                        raw = model.predict(x)
+                        each = (time.perf_counter_ns() - t0) // max(1, len(rows))
+                        values, labels, outs = tf_model.interpret(raw, model.output_name)
+                        for j, i in enumerate(rows):
+                            out[slot.prediction][i] = float(values[j])
+                            out[slot.label][i] = labels[j] if labels else None
+                            if slot.outputs:
+                                out[slot.outputs][i] = list(outs[j].items())
+                            out[slot.nanos][i] = int(each)
+                    except Exception as e:  # the whole group fails together: each row says why
+                        why = f"{type(e).__name__}: {str(e)[:300]}"
+                        for i in rows:
+                            out[slot.error][i] = why if slot.stage else f"score: {why}"
+                            if slot.stage:
+                                out[slot.stage][i] = "score"
+                replaced.update(out)
+                if slot.stage:  # a failed serving result is not compared with the shadow
+                    ok = pa.array(out[slot.stage], pa.string()).is_null().to_numpy(zero_copy_only=False)
+            if not replaced:
                 yield batch
                 continue
-            n = batch.num_rows
-            cols = {name: batch.column(name) for name in batch.schema.names}
-            prediction = cols["prediction"].to_pylist()
-            label = cols["label"].to_pylist()
-            outputs = cols["outputs"].to_pylist()
-            nanos = cols["nanos"].to_pylist()
-            stage = cols["stage"].to_pylist()
-            error = cols["error"].to_pylist()
-            features = cols["features"]
-            for route, rows in todo.items():
-                try:
-                    model = tf_model.cached(SparkFiles.get(files[route]))
-                    picked = features.take(pa.array(rows, pa.int32()))
-                    x = picked.flatten().to_numpy(zero_copy_only=False).astype(np.float32).reshape(len(rows), -1)
-                    t0 = time.perf_counter_ns()
-                    raw = model.predict(x)
-                    each = (time.perf_counter_ns() - t0) // max(1, len(rows))
-                    values, labels, outs = tf_model.interpret(raw, model.output_name)
-                    for j, i in enumerate(rows):
-                        prediction[i] = float(values[j])
-                        label[i] = labels[j] if labels else None
-                        outputs[i] = list(outs[j].items())
-                        nanos[i] = int(each)
-                except Exception as e:  # the whole group fails together: each row says why
-                    for i in rows:
-                        stage[i], error[i] = "score", f"{type(e).__name__}: {str(e)[:300]}"
-            arrays = []
-            for name in batch.schema.names:
-                field = batch.schema.field(name)
-                replaced = {"prediction": prediction, "label": label, "outputs": outputs, "nanos": nanos,
-                            "stage": stage, "error": error}.get(name)
-                arrays.append(cols[name] if replaced is None else pa.array(replaced, field.type))
-            assert all(len(a) == n for a in arrays)
+            arrays = [cols[name] if name not in replaced else pa.array(replaced[name], batch.schema.field(name).type)
+                      for name in batch.schema.names]
             yield pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
 
     return score
@@ -98,15 +130,20 @@ def plan(
     batch_id: int,
     table_json: str,
     models: dict[str, LoadedModel],
+    candidates: dict[str, Candidate],
     output_topic: str,
     dlq_topic: str,
 ) -> DataFrame:
-    """topic, key, value, headers for the Kafka writer; _route, _nanos, _ok for the statistics."""
-    scored = batch.withColumn("r", F.call_function(UDF_NAME, F.lit(table_json), F.col("value")))
-    scored = scored.select("*", *[F.col("r")[c].alias(c) for c in RESULT_COLUMNS]).drop("r")
-    tf = {m.route: m.file for m in models.values() if m.format == "tensorflow"}
+    """topic, key, value, headers for the Kafka writer; _route, _nanos, _ok (and during a shadow
+    _shadow, _sok, _snanos, _agree, _diff) for the statistics."""
+    shadow = any(c.strategy == "Shadow" for c in candidates.values())
+    udf, columns = (SHADOW_UDF_NAME, RESULT_COLUMNS + SHADOW_COLUMNS) if shadow else (UDF_NAME, RESULT_COLUMNS)
+    scored = batch.withColumn("r", F.call_function(udf, F.lit(table_json), F.col("key"), F.col("value")))
+    scored = scored.select("*", *[F.col("r")[c].alias(c) for c in columns]).drop("r")
+    everything = [*models.values(), *(c.model for c in candidates.values())]
+    tf = {m.route: m.file for m in everything if m.format == "tensorflow"}
     if tf:
-        scored = scored.mapInArrow(_tf_stage(set(tf), tf), scored.schema)
+        scored = scored.mapInArrow(_tf_stage(tf, (PRIMARY, SHADOW) if shadow else (PRIMARY,)), scored.schema)
 
     ok = F.col("stage").isNull()
     name_version = F.split(F.col("route"), ":", 2)
@@ -144,7 +181,24 @@ def plan(
         F.col("route").alias("_route"),
         F.col("nanos").alias("_nanos"),
         ok.alias("_ok"),
+        *(_shadow_columns(ok) if shadow else []),
     )
+
+
+def _shadow_columns(ok: Column) -> list[Column]:
+    """What the statistics compare: the shadow's route, whether it scored, and whether it agreed
+    (the same label for a classifier, the same value otherwise) and by how much it differed."""
+    compared = ok & F.col("shadowRoute").isNotNull()
+    sok = compared & F.col("shadowError").isNull() & F.col("shadowPrediction").isNotNull()
+    same = F.when(F.col("label").isNotNull() & F.col("shadowLabel").isNotNull(), F.col("label") == F.col("shadowLabel")) \
+        .otherwise(F.col("prediction") == F.col("shadowPrediction"))
+    return [
+        F.when(compared, F.col("shadowRoute")).alias("_shadow"),
+        sok.alias("_sok"),
+        F.col("shadowNanos").alias("_snanos"),
+        (sok & F.coalesce(same, F.lit(False))).alias("_agree"),
+        F.when(sok, F.abs(F.col("prediction") - F.col("shadowPrediction"))).alias("_diff"),
+    ]
 
 
 def write(frame: DataFrame, options: dict[str, str]) -> dict:
@@ -206,6 +260,25 @@ class BatchStats:
             lo, hi = int(scored.min()), int(scored.max())
             c[f"min:{route}"] = lo if c.get(f"min:{route}") is None else min(c[f"min:{route}"], lo)
             c[f"max:{route}"] = hi if c.get(f"max:{route}") is None else max(c[f"max:{route}"], hi)
+        if "_shadow" in batch.schema.names:
+            self._add_shadow(batch)
+
+    def _add_shadow(self, batch: pa.RecordBatch) -> None:
+        """Per shadow route: s.n compared, s.err failed, s.agree equal, s.diff sum of |difference|,
+        s.sum scoring nanos."""
+        c = self.counts
+        routes = batch.column("_shadow").dictionary_encode()
+        idx = routes.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+        sok = batch.column("_sok").fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
+        agree = batch.column("_agree").fill_null(False).to_numpy(zero_copy_only=False).astype(bool)
+        diff = batch.column("_diff").fill_null(0.0).to_numpy(zero_copy_only=False)
+        nanos = batch.column("_snanos").fill_null(0).to_numpy(zero_copy_only=False)
+        for code, route in enumerate(routes.dictionary.to_pylist()):
+            mine = idx == code
+            good = mine & sok
+            for k, v in (("s.n", int(good.sum())), ("s.err", int((mine & ~sok).sum())), ("s.agree", int((good & agree).sum())),
+                         ("s.diff", float(diff[good].sum())), ("s.sum", int(nanos[good].sum()))):
+                c[f"{k}:{route}"] = c.get(f"{k}:{route}", 0) + v
 
 
 def dead_headers_type() -> str:

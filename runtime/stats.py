@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from scorestream.runtime.models import LoadedModel, ModelRegistry
+from scorestream.runtime.models import Candidate, LoadedModel, ModelRegistry, Snapshot
 from scorestream.runtime.pipeline import LATENCY_BUCKETS
 
 
@@ -49,6 +49,32 @@ class ModelServingInfo:
 
 
 @dataclass
+class ShadowInfo:
+    """A shadow's comparisons with the serving model (records both scored)."""
+
+    compared: int = 0
+    errors: int = 0
+    agreed: int = 0
+    abs_diff: float = 0.0
+    nanos: int = 0
+
+    def add(self, metrics: dict, route: str) -> None:
+        self.compared += metrics.get(f"s.n:{route}") or 0
+        self.errors += metrics.get(f"s.err:{route}") or 0
+        self.agreed += metrics.get(f"s.agree:{route}") or 0
+        self.abs_diff += metrics.get(f"s.diff:{route}") or 0.0
+        self.nanos += metrics.get(f"s.sum:{route}") or 0
+
+    def as_dict(self) -> dict:
+        n = self.compared
+        return {"records": n, "errors": self.errors,
+                # the share of equal predictions (equal labels for a classifier)
+                "agreement": round(self.agreed / n, 6) if n else None,
+                # the mean absolute difference of the predicted values (regression)
+                "meanAbsDiff": round(self.abs_diff / n, 9) if n else None}
+
+
+@dataclass
 class ServingStats:
     registry: ModelRegistry
     records_in: int = 0
@@ -62,9 +88,10 @@ class ServingStats:
     scored_nanos: int = 0
     # (dataType, route) -> info; a model keeps its figures after it is swapped out.
     infos: dict[tuple[str, str], ModelServingInfo] = field(default_factory=dict)
+    shadows: dict[tuple[str, str], ShadowInfo] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add_batch(self, metrics: dict, models: dict[str, LoadedModel]) -> None:
+    def add_batch(self, metrics: dict, snap: Snapshot) -> None:
         with self._lock:
             self.batches += 1
             self.last_batch_at = time.time()
@@ -74,7 +101,7 @@ class ServingStats:
             self.scored_nanos += metrics.get("nanos") or 0
             for i, b in enumerate(LATENCY_BUCKETS):
                 self.buckets[i] += metrics.get(f"le:{b}") or 0
-            for m in models.values():
+            for m in snap.all_models():
                 info = self._info(m)
                 n = metrics.get(f"n:{m.route}") or 0
                 info.errors += metrics.get(f"err:{m.route}") or 0
@@ -87,6 +114,16 @@ class ServingStats:
                     info.min_ms = lo / 1e6 if info.min_ms is None else min(info.min_ms, lo / 1e6)
                 if hi is not None:
                     info.max_ms = hi / 1e6 if info.max_ms is None else max(info.max_ms, hi / 1e6)
+            for c in snap.candidates.values():
+                if c.strategy == "Shadow":
+                    self._shadow_info(c.model).add(metrics, c.model.route)
+
+    def _shadow_info(self, m: LoadedModel) -> ShadowInfo:
+        key = (m.data_type, m.route)
+        info = self.shadows.get(key)
+        if info is None:
+            info = self.shadows[key] = ShadowInfo()
+        return info
 
     def _info(self, m: LoadedModel) -> ModelServingInfo:
         key = (m.data_type, m.route)
@@ -96,15 +133,30 @@ class ServingStats:
         return info
 
     def serving_info(self) -> dict:
-        """Per dataType: the serving model's ModelServingInfo, and the models it replaced."""
-        serving = self.registry.snapshot().models
+        """Per dataType: the serving model's ModelServingInfo, the models it replaced, and the
+        candidate on trial with its figures (a shadow's from its comparisons)."""
+        snap = self.registry.snapshot()
         with self._lock:
             out = {}
-            for dt, m in sorted(serving.items()):
+            for dt, m in sorted(snap.models.items()):
                 current = self._info(m).as_dict()
-                previous = [i.as_dict() for (d, r), i in self.infos.items() if d == dt and r != m.route]
+                c = snap.candidates.get(dt)
+                skip = {m.route, c.model.route} if c else {m.route}
+                previous = [i.as_dict() for (d, r), i in self.infos.items() if d == dt and r not in skip]
                 out[dt] = {**current, "format": m.format, "previous": previous}
+                if c is not None:
+                    out[dt]["candidate"] = self._candidate(c)
             return out
+
+    def _candidate(self, c: Candidate) -> dict:
+        base = {**self._info(c.model).as_dict(), "format": c.model.format, "strategy": c.strategy, "percent": c.percent}
+        if c.strategy == "Shadow":
+            s = self._shadow_info(c.model)
+            base.update(invocations=s.compared, errors=s.errors,
+                        duration={"totalMs": round(s.nanos / 1e6, 6), "minMs": None, "maxMs": None,
+                                  "meanMs": round(s.nanos / 1e6 / s.compared, 6) if s.compared else None},
+                        comparison=s.as_dict())
+        return base
 
     def totals(self) -> dict:
         with self._lock:

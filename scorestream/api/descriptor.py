@@ -21,6 +21,22 @@ Format = Literal["pmml", "tensorflow"]
 JSON_CONTENT_TYPE = "application/json"
 
 
+class CandidateRole(BaseModel):
+    """A model offered next to the serving one instead of replacing it (key ``<dataType>/candidate``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Canary: `percent` of the records, picked by the hash of their key, are scored by the
+    # candidate instead. Shadow: the candidate scores every record too; only the serving model's
+    # predictions are written.
+    strategy: Literal["Canary", "Shadow"]
+    percent: float = Field(0.0, ge=0.0, le=100.0)
+
+    @property
+    def basis_points(self) -> int:
+        return round(self.percent * 100) if self.strategy == "Canary" else 0
+
+
 class BadModelMessage(ValueError):
     """A message on the models topic that is not a model descriptor."""
 
@@ -39,6 +55,8 @@ class ModelDescriptor(BaseModel):
     # or where to get it (file://, http(s)://, a path, or s3:// and gs:// with fsspec).
     data: bytes | None = None
     location: str | None = None
+    # Set: a candidate (canary or shadow) next to the serving model, not a replacement.
+    candidate: CandidateRole | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelDescriptor:

@@ -106,14 +106,19 @@ def _produce(p, topic, key, value, part, headers, cb) -> None:
             p.poll(0.05)
 
 
-def publish_model(bootstrap: str, topic: str, descriptor: ModelDescriptor, candidate: bool = False) -> None:
-    """Publish a JSON descriptor, keyed by dataType so that compaction keeps the latest."""
+def publish_model(bootstrap: str, topic: str, descriptor: ModelDescriptor) -> None:
+    """Publish a JSON descriptor, keyed by dataType (and role) so that compaction keeps the latest."""
     produce(
         bootstrap,
         topic,
-        [(naming.model_key(descriptor.data_type, candidate).encode(), descriptor.to_json_bytes())],
+        [(naming.model_key(descriptor.data_type, descriptor.candidate is not None).encode(), descriptor.to_json_bytes())],
         headers=[("content-type", JSON_CONTENT_TYPE.encode())],
     )
+
+
+def withdraw_candidate(bootstrap: str, topic: str, data_type: str) -> None:
+    """A tombstone on the candidate's key: the job drops the candidate, compaction the message."""
+    produce(bootstrap, topic, [(naming.model_key(data_type, candidate=True).encode(), None)])
 
 
 def publish_raw(bootstrap: str, topic: str, key: bytes | None, value: bytes) -> None:

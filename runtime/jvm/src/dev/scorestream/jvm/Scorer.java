@@ -13,31 +13,40 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.zip.CRC32;
 import org.apache.spark.SparkFiles;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.api.java.UDF2;
+import org.apache.spark.sql.api.java.UDF3;
 import org.pmml4s.model.Model;
 
 /**
  * Decodes, routes and (for PMML) scores one record inside Spark's JVM.
  *
- * <p>Called once per record as a Spark SQL UDF: {@code ss_score(routes, value)}. {@code routes} is
+ * <p>Called once per record as a Spark SQL UDF: {@code ss_score(routes, key, value)}. {@code routes} is
  * the batch's routing table as a JSON literal: the driver fixes it at the start of a micro-batch,
  * so every partition of that batch sees the same model per dataType. Parsed tables and loaded
  * PMML models are cached per JVM, keyed by the table text and the model file, so a model is parsed
  * once per executor and a swap costs one parse.
  *
+ * <p>During a canary, a record goes to the candidate when the CRC32 of its key (of its value if
+ * it has no key) falls in the candidate's share of 10,000 buckets: the same key always meets the
+ * same version. During a shadow, {@link Shadow} also scores every record with the candidate and
+ * returns that result in extra columns, which are compared and never written.
+ *
  * <p>Never throws for a bad record: the result names the failing stage and reason, and the job
  * sends such records to the dead-letter topic.
  */
-public final class Scorer implements UDF2<String, byte[], Row> {
+public class Scorer implements UDF3<String, byte[], byte[], Row> {
   private static final long serialVersionUID = 1L;
 
-  /** Result columns, in order. Keep in sync with RESULT_DDL. */
+  /** Result columns, in order. Keep in sync with RESULT_DDL (pipeline.py). */
   public static final String RESULT_DDL =
       "dataType STRING, route STRING, stage STRING, error STRING, features ARRAY<DOUBLE>, "
           + "prediction DOUBLE, label STRING, outputs MAP<STRING, DOUBLE>, nanos BIGINT";
+
+  static final int BASE = 9;
+  static final int WIDE = 15;
 
   private static final ObjectMapper MAPPER = new ObjectMapper();
   private static final JsonFactory JSON = new JsonFactory();
@@ -45,7 +54,28 @@ public final class Scorer implements UDF2<String, byte[], Row> {
   private static final Map<String, Pmml> MODELS = new ConcurrentHashMap<>();
 
   @Override
-  public Row call(String routes, byte[] value) {
+  public Row call(String routes, byte[] key, byte[] value) {
+    return RowFactory.create(score(routes, key, value, false));
+  }
+
+  /** The scorer during a shadow: six more columns with the candidate's result. */
+  // Spark looks for the UDF interface on the class itself, not on its superclass.
+  public static final class Shadow extends Scorer implements UDF3<String, byte[], byte[], Row> {
+    private static final long serialVersionUID = 1L;
+
+    public static final String RESULT_DDL =
+        Scorer.RESULT_DDL
+            + ", shadowRoute STRING, shadowError STRING, shadowFeatures ARRAY<DOUBLE>, "
+            + "shadowPrediction DOUBLE, shadowLabel STRING, shadowNanos BIGINT";
+
+    @Override
+    public Row call(String routes, byte[] key, byte[] value) {
+      return RowFactory.create(score(routes, key, value, true));
+    }
+  }
+
+  static Object[] score(String routes, byte[] key, byte[] value, boolean shadow) {
+    int width = shadow ? WIDE : BASE;
     Table table = TABLES.get(routes);
     if (table == null) {
       if (TABLES.size() >= 8) TABLES.clear(); // older batches' tables: a swap happened
@@ -55,12 +85,12 @@ public final class Scorer implements UDF2<String, byte[], Row> {
     try {
       fields = table.protobuf == null ? decodeJson(value) : Protobuf.decode(value, table.protobuf);
     } catch (Exception e) {
-      return failure(null, null, "decode", message(e));
+      return failure(width, null, null, "decode", message(e));
     }
     Object dt = fields.get(table.dataTypeField);
     if (!(dt instanceof String)) {
       String why = dt == null ? "missing" : "not a string";
-      return failure(null, null, "decode", "field '" + table.dataTypeName + "' is " + why);
+      return failure(width, null, null, "decode", "field '" + table.dataTypeName + "' is " + why);
     }
     String dataType = (String) dt;
     Route route = table.routes.get(dataType);
@@ -69,23 +99,50 @@ public final class Scorer implements UDF2<String, byte[], Row> {
           table.served == null || table.served.contains(dataType)
               ? "no model is serving dataType '" + dataType + "'"
               : "dataType '" + dataType + "' is not served by this job";
-      return failure(dataType, null, "route", why);
+      return failure(width, dataType, null, "route", why);
     }
+    Route candidate = route.candidate;
+    if (candidate != null && candidate.share > 0 && bucket(key, value) < candidate.share) {
+      return evaluate(width, dataType, candidate, fields);
+    }
+    Object[] out = evaluate(width, dataType, route, fields);
+    if (shadow && candidate != null && "shadow".equals(candidate.mode) && out[2] == null) {
+      Object[] s = evaluate(BASE, dataType, candidate, fields);
+      out[9] = s[1];
+      out[10] = s[2] == null ? null : s[2] + ": " + s[3];
+      out[11] = s[4];
+      out[12] = s[5];
+      out[13] = s[6];
+      out[14] = s[8];
+    }
+    return out;
+  }
+
+  /** 0..9999 from the record's key: which records a canary gets. */
+  static int bucket(byte[] key, byte[] value) {
+    CRC32 crc = new CRC32();
+    byte[] b = key != null ? key : value;
+    if (b != null) crc.update(b, 0, b.length);
+    return (int) (crc.getValue() % 10000L);
+  }
+
+  /** One model on one record: features, and for PMML the prediction (others score later). */
+  private static Object[] evaluate(int width, String dataType, Route route, Map<String, Object> fields) {
     double[] features = new double[route.inputs.length];
     for (int i = 0; i < features.length; i++) {
       Object v = fields.get(route.normalized[i]);
       if (v == null) {
-        return failure(dataType, route.key, "validate", "missing field '" + route.inputs[i] + "'");
+        return failure(width, dataType, route.key, "validate", "missing field '" + route.inputs[i] + "'");
       }
       if (!(v instanceof Double)) {
         return failure(
-            dataType, route.key, "validate", "field '" + route.inputs[i] + "' is not a number");
+            width, dataType, route.key, "validate", "field '" + route.inputs[i] + "' is not a number");
       }
       features[i] = (Double) v;
     }
     if (!"pmml".equals(route.format)) {
       // Scored later, vectorised, by the Python stage for this format.
-      return RowFactory.create(dataType, route.key, null, null, features, null, null, null, 0L);
+      return row(width, dataType, route.key, null, null, features, null, null, null, 0L);
     }
     try {
       Pmml model = MODELS.get(route.file);
@@ -98,14 +155,20 @@ public final class Scorer implements UDF2<String, byte[], Row> {
       for (int i = 0; i < in.length; i++) in[i] = features[i];
       Object[] out = model.model.predict((Object) in);
       long nanos = System.nanoTime() - t0;
-      return model.result(dataType, route.key, out, nanos);
+      return model.result(width, dataType, route.key, out, nanos);
     } catch (Exception e) {
-      return failure(dataType, route.key, "score", message(e));
+      return failure(width, dataType, route.key, "score", message(e));
     }
   }
 
-  private static Row failure(String dataType, String route, String stage, String error) {
-    return RowFactory.create(dataType, route, stage, error, null, null, null, null, 0L);
+  static Object[] row(int width, Object... base) {
+    Object[] r = new Object[width];
+    System.arraycopy(base, 0, r, 0, base.length);
+    return r;
+  }
+
+  private static Object[] failure(int width, String dataType, String route, String stage, String error) {
+    return row(width, dataType, route, stage, error, null, null, null, null, 0L);
   }
 
   private static String message(Throwable e) {
@@ -205,6 +268,27 @@ public final class Scorer implements UDF2<String, byte[], Row> {
     String file;
     String[] inputs;
     String[] normalized;
+    Route candidate; // during a canary or shadow
+    String mode; // a candidate's: "canary" or "shadow"
+    int share; // a canary's share of the 10,000 key buckets
+
+    static Route parse(JsonNode r) {
+      Route route = new Route();
+      route.key = r.get("key").asText();
+      route.format = r.get("format").asText();
+      route.file = r.path("file").asText(null);
+      List<String> inputs = new ArrayList<>();
+      for (JsonNode i : r.get("inputs")) inputs.add(i.asText());
+      route.inputs = inputs.toArray(new String[0]);
+      route.normalized = new String[route.inputs.length];
+      for (int i = 0; i < route.inputs.length; i++) {
+        route.normalized[i] = normalize(route.inputs[i]);
+      }
+      route.mode = r.path("mode").asText(null);
+      route.share = r.path("share").asInt(0);
+      if (r.hasNonNull("candidate")) route.candidate = parse(r.get("candidate"));
+      return route;
+    }
   }
 
   static final class Table {
@@ -227,18 +311,7 @@ public final class Scorer implements UDF2<String, byte[], Row> {
         Iterator<Map.Entry<String, JsonNode>> it = n.path("routes").fields();
         while (it.hasNext()) {
           Map.Entry<String, JsonNode> e = it.next();
-          JsonNode r = e.getValue();
-          Route route = new Route();
-          route.key = r.get("key").asText();
-          route.format = r.get("format").asText();
-          route.file = r.path("file").asText(null);
-          List<String> inputs = new ArrayList<>();
-          for (JsonNode i : r.get("inputs")) inputs.add(i.asText());
-          route.inputs = inputs.toArray(new String[0]);
-          route.normalized = new String[route.inputs.length];
-          for (int i = 0; i < route.inputs.length; i++) {
-            route.normalized[i] = normalize(route.inputs[i]);
-          }
+          Route route = Route.parse(e.getValue());
           t.routes.put(e.getKey(), route);
         }
         if (n.hasNonNull("protobuf")) t.protobuf = Protobuf.fields(n.get("protobuf"));
@@ -282,7 +355,7 @@ public final class Scorer implements UDF2<String, byte[], Row> {
       return new Pmml(Model.fromFile(f));
     }
 
-    Row result(String dataType, String route, Object[] out, long nanos) {
+    Object[] result(int width, String dataType, String route, Object[] out, long nanos) {
       Map<String, Double> outputs = new LinkedHashMap<>();
       String label = null;
       for (int i = 0; i < out.length; i++) {
@@ -317,10 +390,9 @@ public final class Scorer implements UDF2<String, byte[], Row> {
         }
       }
       if (prediction == null && label == null) {
-        return failure(dataType, route, "score", "model produced no prediction");
+        return failure(width, dataType, route, "score", "model produced no prediction");
       }
-      return RowFactory.create(
-          dataType, route, null, null, null, prediction, label, outputs, nanos);
+      return row(width, dataType, route, null, null, null, prediction, label, outputs, nanos);
     }
   }
 }

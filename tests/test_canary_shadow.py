@@ -1,0 +1,114 @@
+"""Candidates next to the serving model, in the real job: a canary takes a share of the records by
+key hash, a shadow scores every record unseen; both are counted, withdrawn and restored."""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+
+from scorestream.api.descriptor import CandidateRole
+from scorestream.demo import feed, models
+
+from streaming import wait_until
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+
+@pytest.fixture(scope="module")
+def demo_models():
+    rows = feed.wine_rows()
+    return {
+        "tree": models.descriptor("tree", "1", "pmml", models.tree_pmml(rows)),
+        "linear": models.descriptor("linear", "2", "pmml", models.linear_pmml(rows)),
+        "shallow": models.descriptor("shallow", "3", "pmml", models.tree_pmml(rows, max_depth=2)),
+        "keras": models.descriptor("keras", "4", "tensorflow", models.keras_savedmodel_zip(rows, epochs=3)),
+    }
+
+
+def as_candidate(d, strategy, percent=0.0):
+    return d.model_copy(update={"candidate": CandidateRole(strategy=strategy, percent=percent)})
+
+
+def produced(s, job, start, count, before):
+    """Produce `count` wine records keyed from `start` and wait until the job has taken them in."""
+    rows = feed.wine_rows()
+    s.produce(feed.wine_records([rows[i % len(rows)] for i in range(start, start + count)], start=start))
+    return job.wait_records(before + count)
+
+
+def test_canary_routes_its_share_by_key_and_is_withdrawn(serving, demo_models):
+    s = serving()
+    s.publish(demo_models["tree"])
+    job = s.start().wait_ready()
+    s.publish(as_candidate(demo_models["linear"], "Canary", 10))
+    wait_until(lambda: "wine" in job.get("/models")["candidates"], what="the canary installed")
+    n = 20_000
+    stats = produced(s, job, 0, n, 0)
+    # The same keys again: each must meet the version it met the first time.
+    stats = produced(s, job, 0, 2_000, n)
+    out = s.outputs(expect=n + 2_000)
+    assert len(out) == n + 2_000
+    version = {}
+    for o in out:
+        seen = version.setdefault(o["key"], o["model"]["name"])
+        assert seen == o["model"]["name"], f"{o['key']} met two versions during the canary"
+    to_canary = {k for k, v in version.items() if v == "linear"}
+    share = len(to_canary) / n
+    print(f"\ncanary: {share:.2%} of {n} keys to the candidate (asked 10%)")
+    assert abs(share - 0.10) <= 0.02, f"canary share {share:.3%} over {n} keys, asked 10%"
+    # Deterministic by key: the JVM's CRC32 bucket is the one anyone can compute.
+    assert to_canary == {k for k in version if zlib.crc32(k.encode()) % 10000 < 1000}
+    cand = stats["dataTypes"]["wine"]["candidate"]
+    assert (cand["name"], cand["strategy"], cand["percent"]) == ("linear", "Canary", 10.0)
+    assert cand["invocations"] == sum(1 for o in out if o["model"]["name"] == "linear")
+    assert cand["errors"] == 0 and stats["dataTypes"]["wine"]["name"] == "tree"
+
+    # A restart restores the canary with its share.
+    assert job.stop() == 0
+    job = s.start().wait_ready()
+    assert job.get("/models")["candidates"]["wine"]["percent"] == 10.0
+
+    feed.withdraw_candidate(s.broker.bootstrap, s.topics["models"], "wine")
+    wait_until(lambda: not job.get("/models")["candidates"], what="the canary withdrawn")
+    produced(s, job, n, 1_000, 0)
+    later = [o for o in s.outputs(expect=n + 3_000) if int(o["key"].split("-")[1]) >= n]
+    assert len(later) == 1_000 and {o["model"]["name"] for o in later} == {"tree"}
+    assert not s.read("dlq", idle=1.0)
+    assert job.stop() == 0
+
+
+def test_promoting_the_canary_serves_it_everywhere(serving, demo_models):
+    s = serving()
+    s.publish(demo_models["tree"])
+    job = s.start().wait_ready()
+    s.publish(as_candidate(demo_models["linear"], "Canary", 50))
+    wait_until(lambda: "wine" in job.get("/models")["candidates"], what="the canary installed")
+    s.publish(demo_models["linear"])  # promotion: the same model as the serving one
+    wait_until(lambda: job.get("/models")["serving"]["wine"]["name"] == "linear", what="linear serving")
+    assert job.get("/models")["candidates"] == {}, "a promoted candidate is no longer a candidate"
+    produced(s, job, 0, 2_000, 0)
+    assert {o["model"]["name"] for o in s.outputs(expect=2_000)} == {"linear"}
+    assert job.stop() == 0
+
+
+@pytest.mark.parametrize("candidate, kind", [("shallow", "classifier"), ("keras", "tensorflow")])
+def test_shadow_scores_every_record_and_writes_none(serving, demo_models, candidate, kind):
+    s = serving()
+    s.publish(demo_models["tree"])
+    job = s.start().wait_ready()
+    s.publish(as_candidate(demo_models[candidate], "Shadow"))
+    wait_until(lambda: "wine" in job.get("/models")["candidates"], what="the shadow installed")
+    n = 3_000
+    stats = produced(s, job, 0, n, 0)
+    out = s.outputs(expect=n)
+    assert len(out) == n and {o["model"]["name"] for o in out} == {"tree"}, "only the serving model is written"
+    cand = stats["dataTypes"]["wine"]["candidate"]
+    cmp = cand["comparison"]
+    assert cand["strategy"] == "Shadow" and cmp["records"] == n and cmp["errors"] == 0
+    # Two different models of the same data: they agree often, not always.
+    print(f"\nshadow {candidate}: {cmp}")
+    assert 0.3 < cmp["agreement"] < 1.0, cmp
+    assert cmp["meanAbsDiff"] > 0
+    assert stats["dataTypes"]["wine"]["invocations"] == n
+    assert job.stop() == 0
