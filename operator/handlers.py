@@ -109,7 +109,9 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
 
 def _rolling_out(body: kopf.Body, **_: Any) -> bool:
     ready = next((c for c in (body.get("status") or {}).get("conditions", []) if c.get("type") == "ModelReady"), {})
-    return ready.get("reason") == "RollingOut" or (ready.get("reason") == "NoModel" and bool(body.get("spec", {}).get("model")))
+    # A canary is watched closely (its rules may fail within seconds); a shadow, which may run
+    # for days, at the observer's pace.
+    return ready.get("reason") in ("RollingOut", "CanaryAnalysis") or (ready.get("reason") == "NoModel" and bool(body.get("spec", {}).get("model")))
 
 
 def operator_scope(config: OperatorConfig) -> dict[str, Any]:

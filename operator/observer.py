@@ -48,11 +48,24 @@ async def job_report(endpoint: str, timeout: float = 3.0) -> JobReport:
     except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
         return JobReport()
     totals = stats.get("totals", {})
-    serving = {dt: {"name": info["name"], "version": info["version"], "since": info.get("since")}
-               for dt, info in stats.get("dataTypes", {}).items()}
+    serving, candidates = {}, {}
+    for dt, info in stats.get("dataTypes", {}).items():
+        serving[dt] = {"name": info["name"], "version": info["version"], "since": info.get("since"), **_figures(info)}
+        c = info.get("candidate")
+        if c:
+            comparison = c.get("comparison") or {}
+            candidates[dt] = {"name": c["name"], "version": c["version"], "since": c.get("since"),
+                              "strategy": c.get("strategy"), "percent": c.get("percent"), **_figures(c),
+                              "agreement": comparison.get("agreement"), "meanAbsDiff": comparison.get("meanAbsDiff")}
     return JobReport(reachable=True, ready=bool(ready.get("ready")), ready_reason=ready.get("reason") or "",
-                     serving=serving, lag=totals.get("lag"), executors=totals.get("executors"),
-                     rejected=list(models.get("rejected", [])))
+                     serving=serving, candidates=candidates, lag=totals.get("lag"),
+                     executors=totals.get("executors"), rejected=list(models.get("rejected", [])))
+
+
+def _figures(info: dict[str, Any]) -> dict[str, Any]:
+    """A version's figures from the job's ModelServingInfo: records scored, failed, mean time."""
+    return {"records": info.get("invocations", 0), "errors": info.get("errors", 0),
+            "meanMs": (info.get("duration") or {}).get("meanMs")}
 
 
 async def kafka_client_properties(kube: Kube, namespace: str, spec: ModelServingSpec) -> dict[str, str]:

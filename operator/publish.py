@@ -57,18 +57,30 @@ def rollout_id(d: ModelDescriptor) -> str:
 def publish(kafka: KafkaSpec, client_properties: dict[str, str], d: ModelDescriptor, rid: str, resource: str,
             timeout: float = 10.0) -> None:
     """Blocking (confluent-kafka): run it in a thread. Returns once the broker acknowledged the
-    message (acks=all, idempotent producer); `rid` is `rollout_id(d)`, sent as a header."""
+    message (acks=all, idempotent producer); `rid` is `rollout_id(d)`, sent as a header. A
+    candidate goes to its own key, so compaction keeps the serving model and the candidate."""
+    _send(kafka, client_properties, naming.model_key(d.data_type, candidate=d.candidate is not None),
+          d.to_json_bytes(), [("content-type", JSON_CONTENT_TYPE.encode()), (ROLLOUT_HEADER, rid.encode()),
+                              ("scorestream-resource", resource.encode())], d.label, timeout)
+
+
+def withdraw(kafka: KafkaSpec, client_properties: dict[str, str], data_type: str, resource: str,
+             timeout: float = 10.0) -> None:
+    """A tombstone on the candidate key: the job drops its candidate, compaction the candidate's message."""
+    _send(kafka, client_properties, naming.model_key(data_type, candidate=True), None,
+          [("scorestream-resource", resource.encode())], f"the withdrawal of the {data_type} candidate", timeout)
+
+
+def _send(kafka: KafkaSpec, client_properties: dict[str, str], key: str, value: bytes | None,
+          headers: list[tuple[str, bytes]], what: str, timeout: float) -> None:
     from confluent_kafka import Producer
 
     producer = Producer({**client_properties, "bootstrap.servers": kafka.bootstrap_servers,
                          "enable.idempotence": True, "acks": "all", "message.timeout.ms": int(timeout * 1000)})
     failures: list[str] = []
-    producer.produce(
-        kafka.models_topic, key=naming.model_key(d.data_type).encode(), value=d.to_json_bytes(),
-        headers=[("content-type", JSON_CONTENT_TYPE.encode()), (ROLLOUT_HEADER, rid.encode()),
-                 ("scorestream-resource", resource.encode())],
-        on_delivery=lambda err, _msg: failures.append(str(err)) if err else None)
+    producer.produce(kafka.models_topic, key=key.encode(), value=value, headers=headers,
+                     on_delivery=lambda err, _msg: failures.append(str(err)) if err else None)
     left = producer.flush(timeout)
     if left or failures:
-        raise PublishError(f"models topic {kafka.models_topic!r} did not take {d.label}: "
+        raise PublishError(f"models topic {kafka.models_topic!r} did not take {what}: "
                            f"{'; '.join(failures) or 'no acknowledgement in time'}")

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
 from pydantic import ValidationError
 
-from scorestream.operator import desired, observer, publish, status
+from scorestream.operator import desired, observer, publish, rollout, status
 from scorestream.operator.kube import Kube, KubeError, NotOwned
 from scorestream.operator.settings import OperatorConfig
 from scorestream.operator.spec import ModelServingSpec
@@ -104,40 +105,67 @@ async def _reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger 
     except (KubeError, NotOwned) as e:
         observed.apply_error = str(e)
 
-    if spec.model and run and props is not None and trigger != "child":
-        await _publish_model(ctx, body, spec, props, previous, observed)
-
     names = desired.Names(name, namespace)
     observed.driver = await observer.driver_state(ctx.kube, names)
     if observed.driver.exists or ctx.config.endpoint_template:
         observed.job = await observer.job_report(observer.endpoint_of(names, ctx.config.endpoint_template))
+
+    if spec.model and run and props is not None and trigger != "child":
+        await _roll_model(ctx, body, spec, props, previous, observed)
     new = status.compute(name, namespace, observed, previous)
     if trigger != "child":  # a child's repair does not patch status: its transitions come with the next one
         _post_transitions(body, previous, new)
     return new
 
 
-async def _publish_model(ctx: Context, body: dict[str, Any], spec: ModelServingSpec, props: dict[str, str],
-                         previous: dict[str, Any], observed: status.Observed) -> None:
-    """Put spec.model on the models topic unless this rollout is already there."""
-    d = publish.descriptor(spec)
-    rid = publish.rollout_id(d)
+async def _roll_model(ctx: Context, body: dict[str, Any], spec: ModelServingSpec, props: dict[str, str],
+                      previous: dict[str, Any], observed: status.Observed) -> None:
+    """Take the rollout's next step (rollout.plan decides it): publish spec.model as the serving
+    model or as a candidate, promote or withdraw a candidate."""
     meta = body["metadata"]
     uid = meta.get("uid", f"{meta['namespace']}/{meta['name']}")
-    observed.published = (previous.get("model") or {}).get("published")
-    if rid in (observed.published, ctx.published.get(uid)):
-        observed.published = rid
+    resource = f"{meta['namespace']}/{meta['name']}"
+    prev_model = previous.get("model") or {}
+    observed.published = prev_model.get("published")
+    job = observed.job
+    # A job that does not answer, or is still restoring, serves what it served last time (a
+    # restart restores it): a change then is still a trial, not a first model.
+    current = job.serving.get(spec.data_type) or prev_model.get("current")
+    history = [dict(e) for e in prev_model.get("history", [])]
+    step = rollout.plan(spec, previous, current, job.candidates.get(spec.data_type),
+                        status.rejection(observed, history), time.time())
+    observed.plan = step
+    if step.token is None:
         return
-    ctx.published[uid] = rid
-    try:
-        await asyncio.to_thread(publish.publish, spec.kafka, props, d, rid, f"{meta['namespace']}/{meta['name']}")
-    except Exception as e:  # PublishError, KafkaException: reported, retried by the next reconcile
-        ctx.published.pop(uid, None)
-        observed.publish_error = str(e)[:1000]
+    # Sent already by this process (the timer and the update handler reconcile concurrently and
+    # both see a status without it): the status is computed as if sent, nothing is sent twice.
+    already = step.token == ctx.published.get(uid)
+    ctx.published[uid] = step.token
+    if not already:
+        try:
+            if step.publish is not None:
+                await asyncio.to_thread(publish.publish, spec.kafka, props, step.publish, step.rollout_id, resource)
+            if step.withdraw:
+                await asyncio.to_thread(publish.withdraw, spec.kafka, props, spec.data_type, resource)
+        except Exception as e:  # PublishError, KafkaException: reported, retried by the next reconcile
+            ctx.published.pop(uid, None)
+            observed.publish_error = str(e)[:1000]
+            observed.plan = None
+            return
+    d = step.publish
+    if d is not None:
+        observed.published, observed.published_now = step.rollout_id, True
+    if already:
         return
-    observed.published, observed.published_now = rid, True
-    kopf.info(body, reason="ModelPublished",
-              message=f"{d.label} published to {spec.kafka.models_topic} (rollout {rid})")
+    if d is not None:
+        role = f" as a {d.candidate.strategy.lower()} candidate" if d.candidate else ""
+        kopf.info(body, reason="ModelPublished",
+                  message=f"{d.label} published to {spec.kafka.models_topic}{role} (rollout {step.rollout_id})")
+    if step.verdict == "promote":
+        kopf.info(body, reason="CandidatePromoted", message=f"{spec.model.name} {spec.model.version}: {step.reason}"[:1000])
+    elif step.withdraw:
+        kopf.warn(body, reason="CandidateRolledBack" if step.verdict else "CandidateWithdrawn",
+                  message=f"{spec.data_type} candidate withdrawn: {step.reason}"[:1000])
 
 
 def _post_transitions(body: dict[str, Any], previous: dict[str, Any], new: dict[str, Any]) -> None:
@@ -149,6 +177,7 @@ def _post_transitions(body: dict[str, Any], previous: dict[str, Any], new: dict[
             continue
         bad = (cond["type"] == "Degraded" and cond["status"] == "True") or \
               (cond["type"] != "Degraded" and cond["status"] == "False" and cond["reason"] not in
-               ("DriverCreating", "DriverStarting", "JobNotReady", "NoModel", "RollingOut", "Suspended"))
+               ("DriverCreating", "DriverStarting", "JobNotReady", "NoModel", "RollingOut", "Suspended",
+                "CanaryAnalysis", "ShadowAnalysis"))
         message = f"{cond['type']}={cond['status']}: {cond['message']}".rstrip(": ")
         (kopf.warn if bad else kopf.info)(body, reason=cond["reason"], message=message[:1000])

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from scorestream.config import (
     _K8S_NAME,
+    DURATION_PATTERN,
     InputConfig,
     KafkaTopics,
     SparkTrigger,
     Strict,
+    duration_seconds,
 )
 
 GROUP = "scorestream.dev"
@@ -69,9 +71,48 @@ class ModelSpec(Strict):
     """A human description, reported with the serving statistics."""
 
 
+class AnalysisSpec(Strict):
+    min_records: int = Field(1000, alias="minRecords", ge=1)
+    """Records the candidate must have scored before its figures are judged."""
+    max_error_rate: float = Field(0.01, alias="maxErrorRate", ge=0.0, le=1.0)
+    """The largest share of the candidate's records that may fail (dead-lettered by it) before
+    it is rolled back."""
+    max_latency_ratio: float = Field(2.0, alias="maxLatencyRatio", gt=0.0)
+    """The largest ratio of the candidate's mean scoring time to the serving model's before it
+    is rolled back."""
+
+
+class CanarySpec(AnalysisSpec):
+    percent: float = Field(10.0, gt=0.0, lt=100.0)
+    """The share of records the candidate scores, picked by the hash of the record key: a key
+    meets the same version for the whole canary."""
+    promote_after: str = Field("5m", alias="promoteAfter", json_schema_extra={"pattern": DURATION_PATTERN})
+    """How long the canary runs at least; it is promoted once this has passed, minRecords are
+    scored and the rules pass ('30s', '5m')."""
+
+    @field_validator("promote_after")
+    @classmethod
+    def _duration(cls, v: str) -> str:
+        duration_seconds(v)
+        return v
+
+
+class ShadowSpec(AnalysisSpec):
+    """A shadow is never promoted by the operator: compare its figures in status, then promote
+    with `strategy: Immediate` (same model). The rules roll a failing shadow back."""
+
+
 class RolloutSpec(Strict):
-    strategy: Literal["Immediate"] = "Immediate"
-    """How a model change is rolled out. Immediate: the next micro-batch uses the new model."""
+    strategy: Literal["Immediate", "Canary", "Shadow"] = "Immediate"
+    """How a model change is rolled out. Immediate: the next micro-batch uses the new model.
+    Canary: the new model scores `canary.percent` of the records until it is promoted or rolled
+    back by the rules. Shadow: the new model scores every record next to the serving one, its
+    predictions are compared and not written. The first model of a resource always rolls out
+    immediately (there is nothing to compare with)."""
+    canary: CanarySpec = Field(default_factory=CanarySpec)
+    """The canary's share and rules (strategy Canary)."""
+    shadow: ShadowSpec = Field(default_factory=ShadowSpec)
+    """The shadow's rules (strategy Shadow)."""
 
 
 class Resources(Strict):
@@ -176,6 +217,42 @@ class ModelHistoryEntry(Strict):
     """Why it was rolled back."""
 
 
+class VersionFigures(Strict):
+    name: str
+    """The model's name."""
+    version: str
+    """The model's version."""
+    records: int = Field(0, ge=0)
+    """Records it scored (during the trial, for the candidate)."""
+    errors: int = Field(0, ge=0)
+    """Records it failed to score."""
+    mean_ms: float | None = Field(None, alias="meanMs")
+    """Its mean scoring time per record, in milliseconds."""
+
+
+class RolloutStatus(Strict):
+    strategy: Literal["Canary", "Shadow"]
+    """The trial's strategy."""
+    phase: Literal["Analyzing", "Promoting", "Promoted", "RolledBack"]
+    """Analyzing (the candidate scores next to the serving model), Promoting (published as the
+    serving model, waiting for the job), Promoted, or RolledBack (withdrawn; not retried until the
+    spec changes)."""
+    started_at: str = Field(alias="startedAt")
+    """When the candidate was published (RFC 3339)."""
+    percent: float | None = None
+    """The canary's share of records."""
+    current: VersionFigures | None = None
+    """The serving model's figures."""
+    candidate: VersionFigures
+    """The candidate and its figures."""
+    agreement: float | None = None
+    """Shadow: the share of records on which both models predicted the same (label, or value)."""
+    mean_abs_diff: float | None = Field(None, alias="meanAbsDiff")
+    """Shadow: the mean absolute difference of the two predictions."""
+    message: str = ""
+    """The analysis' last finding, or why the candidate was promoted or rolled back."""
+
+
 class ModelStatus(Strict):
     current: ServedModel | None = None
     """The model the job reports it serves."""
@@ -186,6 +263,8 @@ class ModelStatus(Strict):
     spec is never published twice."""
     history: list[ModelHistoryEntry] = Field(default_factory=list, max_length=10)
     """The last versions rolled out, oldest first, with their outcome."""
+    rollout: RolloutStatus | None = None
+    """The last canary or shadow trial and its figures."""
 
 
 class ConsumerGroups(Strict):

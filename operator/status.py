@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from scorestream.operator import desired
+from scorestream.operator import desired, rollout
 from scorestream.operator import spec as s
 
 CRASH_REASONS = {"CrashLoopBackOff", "Error", "OOMKilled", "CreateContainerConfigError", "ImagePullBackOff",
@@ -36,7 +36,8 @@ class JobReport:
     reachable: bool = False
     ready: bool = False
     ready_reason: str = ""
-    serving: dict[str, dict[str, Any]] = field(default_factory=dict)  # dataType -> {name, version, since}
+    serving: dict[str, dict[str, Any]] = field(default_factory=dict)  # dataType -> {name, version, since, figures}
+    candidates: dict[str, dict[str, Any]] = field(default_factory=dict)  # dataType -> {name, version, strategy, figures}
     lag: int | None = None
     executors: int | None = None
     rejected: list[dict[str, Any]] = field(default_factory=list)  # [{model: "name:version", dataType, reason, at}]
@@ -54,6 +55,7 @@ class Observed:
     published: str | None = None  # the rollout id the models topic has for spec.model
     published_now: bool = False  # ... and it was published by this reconcile
     publish_error: str | None = None
+    plan: rollout.Plan | None = None  # the rollout step taken by this reconcile (sent, or nothing to send)
 
 
 def _now() -> str:
@@ -133,7 +135,10 @@ def compute(name: str, namespace: str, observed: Observed, previous: dict[str, A
         again = _find(history, want.name, want.version)  # re-published: it moves to the end
         history = [e for e in history if e is not again]
         history.append({"name": want.name, "version": want.version, "outcome": "Published", "at": now})
-    rolled_back = _rejection(observed, history)
+    trial = _trial(observed, prev_model.get("rollout"), current, now)
+    rolled_back = rejection(observed, history)
+    if not rolled_back and trial and trial["phase"] == "RolledBack" and want and _same(trial["candidate"], want):
+        rolled_back = trial["message"]
     if spec.suspend:
         conds["ModelReady"] = ("False", "Suspended", "")
     elif want is not None and observed.publish_error:
@@ -142,6 +147,12 @@ def compute(name: str, namespace: str, observed: Observed, previous: dict[str, A
         keeps = f"; still serving {current['name']} {current['version']}" if current else ""
         conds["ModelReady"] = ("False", "RolledBack",
                                f"the job rejected {want.name} {want.version}: {rolled_back}{keeps}")
+    elif want is not None and trial and trial["phase"] == "Analyzing" and _same(trial["candidate"], want) \
+            and not _same(current, want):
+        share = f" on {trial['percent']:g}% of records" if trial.get("percent") else " on every record, unwritten"
+        serving = f"; serving {current['name']} {current['version']}" if current else ""
+        conds["ModelReady"] = ("False", f"{trial['strategy']}Analysis",
+                               f"{trial['strategy'].lower()} {want.name} {want.version}{share}: {trial['message']}{serving}")
     elif want is None:
         conds["ModelReady"] = ("True", "Serving", f"serving {current['name']} {current['version']}") if current \
             else ("False", "NoModel", f"no model for dataType {spec.data_type!r} on the models topic yet")
@@ -173,6 +184,7 @@ def compute(name: str, namespace: str, observed: Observed, previous: dict[str, A
             "desired": {"name": want.name, "version": want.version} if want else None,
             "published": observed.published if want else None,
             "history": _history(history, current, want, rolled_back, now),
+            "rollout": trial,
         },
         "consumerGroups": desired.consumer_groups(name, namespace),
         "lag": job.lag,
@@ -187,7 +199,58 @@ def _find(history: list[dict[str, Any]], name: str, version: str) -> dict[str, A
     return next((e for e in reversed(history) if (e["name"], e["version"]) == (name, version)), None)
 
 
-def _rejection(observed: Observed, history: list[dict[str, Any]]) -> str | None:
+def _same(model: dict[str, Any] | None, want: s.ModelSpec | dict[str, Any]) -> bool:
+    """The same name and version (a ModelSpec or a status entry)."""
+    if not model:
+        return False
+    name, version = (want.name, want.version) if isinstance(want, s.ModelSpec) else (want["name"], want["version"])
+    return (model.get("name"), str(model.get("version"))) == (name, str(version))
+
+
+def _trial(observed: Observed, previous: dict[str, Any] | None, current: dict[str, Any] | None,
+           now: str) -> dict[str, Any] | None:
+    """status.model.rollout: the last canary or shadow, its phase and figures."""
+    spec, plan = observed.spec, observed.plan
+    want = spec.model
+    trial = dict(previous) if previous else None
+    if plan and plan.publish is not None and plan.publish.candidate is not None and want:
+        canary = spec.rollout.strategy == "Canary"
+        trial = {"strategy": spec.rollout.strategy, "phase": "Analyzing", "startedAt": now,
+                 "percent": spec.rollout.canary.percent if canary else None,
+                 "candidate": {"name": want.name, "version": want.version},
+                 "message": "published; waiting for the job to install it"}
+    if trial is None:
+        return None
+    trial["candidate"] = dict(trial["candidate"])
+    if plan and trial["phase"] == "Analyzing":
+        if plan.verdict == "promote":
+            trial.update(phase="Promoting", message=f"promoted: {plan.reason}")
+        elif plan.verdict == "rollback":
+            trial.update(phase="RolledBack", message=plan.reason)
+        elif plan.publish is not None and plan.publish.candidate is None:
+            # strategy Immediate while the trial ran: the user promotes it, or replaces it
+            trial.update(phase="Promoting", message="promoted by strategy Immediate") \
+                if want and _same(trial["candidate"], want) else trial.update(phase="RolledBack", message="replaced by spec.model")
+        elif plan.withdraw:
+            trial.update(phase="RolledBack", message=f"withdrawn: {plan.reason}")
+        elif plan.reason:
+            trial["message"] = plan.reason
+    candidate = observed.job.candidates.get(spec.data_type)
+    if trial["phase"] in ("Analyzing", "Promoting") and _same(candidate, trial["candidate"]):
+        trial["candidate"].update({k: candidate[k] for k in ("records", "errors", "meanMs") if candidate.get(k) is not None})
+        for k in ("agreement", "meanAbsDiff"):
+            if candidate.get(k) is not None:
+                trial[k] = candidate[k]
+        served = observed.job.serving.get(spec.data_type)
+        if served:
+            trial["current"] = {"name": served["name"], "version": str(served["version"]),
+                                **{k: served[k] for k in ("records", "errors", "meanMs") if served.get(k) is not None}}
+    if trial["phase"] == "Promoting" and _same(current, trial["candidate"]):
+        trial["phase"] = "Promoted"
+    return trial
+
+
+def rejection(observed: Observed, history: list[dict[str, Any]]) -> str | None:
     """Why the job rejected the desired model since it was last published, if it did."""
     want = observed.spec.model
     if want is None:

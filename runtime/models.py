@@ -223,7 +223,9 @@ class ModelRegistry:
                 return False
             current = self._models.get(model.data_type)
             if current is not None and _same(current, model):
-                raise ModelRejected(f"candidate {model.route} is the model already serving")
+                # Promoted already (a replay of the topic before the candidate's tombstone).
+                log.info("candidate %s for dataType %s already serves", model.route, model.data_type)
+                return False
             self._candidates[model.data_type] = candidate
             self._generation += 1
         log.info("candidate %s for dataType %s: %s %.2f%%", model.route, model.data_type, strategy, candidate.percent)

@@ -144,14 +144,20 @@ class SparkTrigger(Strict):
         return v
 
     def trigger_seconds(self) -> float:
-        m = _DURATION.match(self.trigger_interval)
-        assert m is not None
-        value, unit = float(m.group(1)), m.group(2)
-        if unit == "ms" or unit.startswith("milli"):
-            return value / 1000
-        if unit == "m" or unit.startswith("min"):
-            return value * 60
-        return value
+        return duration_seconds(self.trigger_interval)
+
+
+def duration_seconds(text: str) -> float:
+    """'500ms', '1s', '2 minutes' in seconds (text that matched DURATION_PATTERN)."""
+    m = _DURATION.match(text)
+    if m is None:
+        raise ValueError(f"not a duration: {text!r}")
+    value, unit = float(m.group(1)), m.group(2)
+    if unit == "ms" or unit.startswith("milli"):
+        return value / 1000
+    if unit == "m" or unit.startswith("min"):
+        return value * 60
+    return value
 
 
 class SparkConfig(SparkTrigger):

@@ -31,6 +31,9 @@ def artifacts(tmp_path_factory):
     folder = tmp_path_factory.mktemp("models")
     made = {"tree": ("pmml", models.tree_pmml(rows)), "linear": ("pmml", models.linear_pmml(rows)),
             "keras": ("tensorflow", models.keras_savedmodel_zip(rows, epochs=3))}
+    # A model of a field the records do not carry: it loads (the resource names no input fields
+    # to check it against) and fails on every record it is given.
+    made["broken"] = ("pmml", made["linear"][1].replace(b'"alcohol"', b'"alcohol_pct"'))
     out = {}
     for name, (fmt, data) in made.items():
         path = folder / f"{name}.{'pmml' if fmt == 'pmml' else 'zip'}"
@@ -140,6 +143,93 @@ async def test_immediate_rollouts_are_published_confirmed_and_rolled_back(api, b
                   f"median {statistics.median(durations):.2f} s, max {max(durations):.2f} s "
                   f"(PMML {statistics.median([d for d, (n, _) in zip(durations, plan) if n != 'keras']):.2f} s, "
                   f"TensorFlow {durations[1]:.2f} s)")
+        assert job.stop() == 0
+    finally:
+        if job is not None:
+            job.kill()
+        await op.stop()
+
+
+def events(api, reason):
+    return [o.raw for k, o in list(api.objects.items()) if k[0].plural == "events" and o.raw.get("reason") == reason]
+
+
+def trial(api):
+    return obj(api, MS, "wine")["status"]["model"].get("rollout") or {}
+
+
+@pytest.mark.timeout(600)
+async def test_a_canary_is_promoted_by_its_figures_and_a_failing_one_rolled_back(api, broker, serving, artifacts,
+                                                                                tmp_path, capsys):
+    s = serving(partitions=2)
+    topics = {"dataTopic": s.topics["data"], "outputTopic": s.topics["out"], "deadLetterTopic": s.topics["dlq"],
+              "modelsTopic": s.topics["models"]}
+    port = free_port()
+    op = Operator(api, OperatorConfig(allNamespaces=True, observeInterval=5, rolloutPoll=0.25,
+                                      endpointTemplate=f"http://127.0.0.1:{port}"))
+    await op.start()
+    job = None
+    try:
+        body = resource(topics, broker, model=model(artifacts, "tree", 1))
+        body["spec"]["input"] = {"format": "json"}
+        body["spec"]["spark"]["triggerInterval"] = "500ms"
+        body["spec"]["rollout"] = {"strategy": "Canary", "canary": {
+            "percent": 20, "minRecords": 500, "promoteAfter": "3s", "maxErrorRate": 0.01, "maxLatencyRatio": 100}}
+        await apply(api, body)
+        await until(lambda: obj(api, "v1/configmaps", "wine-job"), what="the job's ConfigMap")
+        job = JobProcess(job_config_from_operator(api, port, tmp_path), tmp_path, "job.log").start()
+        await asyncio.to_thread(job.wait_ready)
+        driver_pod(api)
+        await rolled_out(api, "wine-tree", 1)  # the first model: nothing to compare with, immediate
+
+        stream = Stream(s, total=10**9, chunk=100, pause=0.1)
+        stream.start()
+        await scored(job, "tree", 1)
+        body["spec"]["model"] = model(artifacts, "linear", 2)
+        t0 = time.monotonic()
+        await apply(api, body)
+        await until(lambda: condition(api, "wine", "ModelReady").get("reason") == "CanaryAnalysis", timeout=60,
+                    what="CanaryAnalysis")
+        await rolled_out(api, "wine-linear", 2, timeout=180)
+        promoted_after = time.monotonic() - t0
+        done = trial(api)
+        assert done["phase"] == "Promoted" and done["percent"] == 20
+        assert done["candidate"]["records"] >= 500 and done["candidate"]["errors"] == 0, done
+        assert done["current"]["name"] == "wine-tree"
+        assert events(api, "CandidatePromoted")
+
+        body["spec"]["model"] = model(artifacts, "broken", 3)
+        t0 = time.monotonic()
+        await apply(api, body)
+        cond = await until(lambda: condition(api, "wine", "ModelReady").get("reason") == "RolledBack"
+                           and condition(api, "wine", "ModelReady"), timeout=120, what="RolledBack")
+        rolled_back_after = time.monotonic() - t0
+        assert "records failed" in cond["message"] and "still serving wine-linear 2" in cond["message"]
+        assert trial(api)["phase"] == "RolledBack" and events(api, "CandidateRolledBack")
+        await until(lambda: not job.get("/models")["candidates"], timeout=30, what="the candidate withdrawn")
+        assert serving_now(api)["version"] == "2"
+        await asyncio.sleep(2)  # records after the withdrawal: all scored by the serving model
+
+        sent = await asyncio.to_thread(stream.stop)
+        assert stream.error is None
+        await asyncio.to_thread(job.wait_records, sent)
+        out = [json.loads(m.value()) for m in await asyncio.to_thread(s.read, "out", None, idle=2.0)]
+        dlq = await asyncio.to_thread(s.read, "dlq", None, idle=2.0)
+        keys = [o["key"] for o in out] + [m.key().decode() for m in dlq]
+        assert len(keys) == sent and len(set(keys)) == sent, "every record once, in the output or dead-lettered"
+        used = {(o["model"]["name"], o["model"]["version"]) for o in out}
+        assert used == {("wine-tree", "1"), ("wine-linear", "2")}
+        assert dlq and all(dict(m.headers())["scorestream.model"] == b"wine-broken:3" for m in dlq)
+        assert b"alcohol_pct" in dict(dlq[0].headers())["scorestream.reason"]
+        share = len(dlq) / sent
+        messages = await asyncio.to_thread(s.read, "models", None, idle=2.0)
+        roles = [(m.key().decode(), m.value() is None) for m in messages]
+        assert roles == [("wine", False), ("wine/candidate", False), ("wine", False), ("wine/candidate", True),
+                         ("wine/candidate", False), ("wine/candidate", True)], roles
+        with capsys.disabled():
+            print(f"\ncanary (20%, minRecords 500, promoteAfter 3 s, trigger 500 ms): spec.model change -> promoted "
+                  f"and serving in {promoted_after:.1f} s; failing canary rolled back in {rolled_back_after:.1f} s "
+                  f"after {len(dlq)} dead-lettered records ({share:.2%} of the stream)")
         assert job.stop() == 0
     finally:
         if job is not None:

@@ -1,0 +1,145 @@
+"""What a model rollout does next, as a pure function of the spec, the last status and the job's report.
+
+Immediate: publish spec.model as the serving model. Canary and Shadow: publish it as the
+candidate (key `<dataType>/candidate`), let the job score with it, and judge its figures against
+the serving model's; a canary that passes is promoted (published as the serving model, then the
+candidate key is cleared), a candidate that fails is withdrawn (a tombstone on its key). A shadow
+is never promoted here: the user promotes it by switching to Immediate.
+
+Each step is recorded in status (the rollout id published, the rollout's phase), so a decision is
+taken once; the reconciler only carries the plan out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from scorestream.api.descriptor import CandidateRole, ModelDescriptor
+from scorestream.config import duration_seconds
+from scorestream.operator import publish
+from scorestream.operator import spec as s
+
+Verdict = Literal["wait", "promote", "rollback"]
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One version's figures as the job reports them: records scored, records failed, mean time."""
+
+    records: int = 0
+    errors: int = 0
+    mean_ms: float | None = None
+
+    @classmethod
+    def of(cls, info: dict[str, Any] | None) -> Figures:
+        info = info or {}
+        return cls(int(info.get("records") or 0), int(info.get("errors") or 0), info.get("meanMs"))
+
+
+def judge(rules: s.AnalysisSpec, current: Figures, candidate: Figures, elapsed: float,
+          promote_after: float | None) -> tuple[Verdict, str]:
+    """The verdict on a candidate and why. `promote_after` None: never promote (a shadow)."""
+    attempts = candidate.records + candidate.errors
+    # Fail fast: errors that exceed the allowance even if every record up to minRecords succeeds.
+    allowed = rules.max_error_rate * max(attempts, rules.min_records)
+    if candidate.errors > allowed:
+        return "rollback", (f"{candidate.errors} of {attempts} records failed ({candidate.errors / attempts:.2%}), "
+                            f"more than maxErrorRate {rules.max_error_rate:.2%}")
+    if attempts < rules.min_records:
+        return "wait", f"{attempts} of minRecords {rules.min_records} records scored"
+    if candidate.mean_ms is not None and current.mean_ms:
+        ratio = candidate.mean_ms / current.mean_ms
+        if ratio > rules.max_latency_ratio:
+            return "rollback", (f"mean scoring time {candidate.mean_ms:.4f} ms is {ratio:.2f}x the serving model's "
+                                f"{current.mean_ms:.4f} ms, more than maxLatencyRatio {rules.max_latency_ratio:g}")
+    rate = candidate.errors / attempts
+    summary = f"{attempts} records, {rate:.2%} failed"
+    if candidate.mean_ms is not None and current.mean_ms:
+        summary += f", {candidate.mean_ms / current.mean_ms:.2f}x the serving model's mean scoring time"
+    if promote_after is None:
+        return "wait", f"{summary}; a shadow is promoted by setting strategy Immediate"
+    if elapsed < promote_after:
+        return "wait", f"{summary}; promoting after {promote_after:.0f}s ({elapsed:.0f}s so far)"
+    return "promote", summary
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to send to the models topic now; all None: nothing."""
+
+    publish: ModelDescriptor | None = None  # a serving model or a candidate
+    rollout_id: str | None = None  # of `publish`
+    withdraw: bool = False  # a tombstone on the candidate key, after `publish`
+    verdict: Verdict | None = None  # promote/rollback: what the analysis decided
+    reason: str = ""  # why (the verdict's reason, or the analysis' progress)
+    ends: str | None = None  # a withdrawal: the rollout id of the trial it ends
+
+    @property
+    def token(self) -> str | None:
+        """Identifies the step, so a process never sends the same step twice."""
+        if self.publish is not None:
+            return self.rollout_id
+        return f"withdraw:{self.ends}" if self.withdraw else None
+
+
+def candidate_descriptor(spec: s.ModelServingSpec) -> ModelDescriptor:
+    r = spec.rollout
+    percent = r.canary.percent if r.strategy == "Canary" else 0.0
+    return publish.descriptor(spec).model_copy(update={"candidate": CandidateRole(strategy=r.strategy, percent=percent)})
+
+
+def _same(model: dict[str, Any] | None, want: s.ModelSpec) -> bool:
+    return bool(model) and (model.get("name"), str(model.get("version"))) == (want.name, want.version)
+
+
+def _seconds_since(rfc3339: str | None, now: float) -> float:
+    if not rfc3339:
+        return 0.0
+    return now - datetime.strptime(rfc3339, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+
+
+def plan(spec: s.ModelServingSpec, previous: dict[str, Any], current: dict[str, Any] | None,
+         candidate: dict[str, Any] | None, rejection: str | None, now: float) -> Plan:
+    """`previous`: the last status; `current`/`candidate`: what the job serves (None: nothing, or
+    the job did not answer); `rejection`: why the job rejected the published model, if it did."""
+    want = spec.model
+    if want is None:
+        return Plan()
+    model = previous.get("model") or {}
+    published = model.get("published")
+    main = publish.descriptor(spec)
+    main_id = publish.rollout_id(main)
+    strategy = spec.rollout.strategy
+    # Nothing serves yet (a new resource), or the model already serves: nothing to compare with.
+    if strategy == "Immediate" or not current or _same(current, want):
+        if published != main_id and not _same(current, want):
+            # The candidate key is cleared too, even where the job drops a candidate that became
+            # the serving model by itself: a restart must not restore an old trial.
+            return Plan(publish=main, rollout_id=main_id, withdraw=bool(candidate or model.get("rollout")))
+        if candidate:  # spec.model went back to the serving model during a trial: end the trial
+            return Plan(withdraw=True, reason="the candidate is no longer spec.model", ends=published)
+        return Plan()
+    cand = candidate_descriptor(spec)
+    cand_id = publish.rollout_id(cand)
+    if published == main_id:
+        return Plan()  # promoted: waiting for the job to serve it
+    if published != cand_id:
+        return Plan(publish=cand, rollout_id=cand_id)
+    trial = model.get("rollout") or {}
+    if trial.get("phase") != "Analyzing":
+        return Plan()  # rolled back: not retried until the spec changes
+    if rejection:
+        return Plan(withdraw=True, verdict="rollback", reason=f"the job rejected it: {rejection}", ends=cand_id)
+    if not _same(candidate, want):
+        return Plan(reason="waiting for the job to install the candidate")
+    rules = spec.rollout.canary if strategy == "Canary" else spec.rollout.shadow
+    promote_after = duration_seconds(spec.rollout.canary.promote_after) if strategy == "Canary" else None
+    verdict, why = judge(rules, Figures.of(current), Figures.of(candidate),
+                         _seconds_since(trial.get("startedAt"), now), promote_after)
+    if verdict == "promote":
+        return Plan(publish=main, rollout_id=main_id, withdraw=True, verdict="promote", reason=why)
+    if verdict == "rollback":
+        return Plan(withdraw=True, verdict="rollback", reason=why, ends=cand_id)
+    return Plan(reason=why)
