@@ -196,7 +196,7 @@ async def test_a_canary_is_promoted_by_its_figures_and_a_failing_one_rolled_back
         assert done["phase"] == "Promoted" and done["percent"] == 20
         assert done["candidate"]["records"] >= 500 and done["candidate"]["errors"] == 0, done
         assert done["current"]["name"] == "wine-tree"
-        assert events(api, "CandidatePromoted")
+        await until(lambda: events(api, "CandidatePromoted"), what="a CandidatePromoted event")  # posted asynchronously
 
         body["spec"]["model"] = model(artifacts, "broken", 3)
         t0 = time.monotonic()
@@ -205,7 +205,8 @@ async def test_a_canary_is_promoted_by_its_figures_and_a_failing_one_rolled_back
                            and condition(api, "wine", "ModelReady"), timeout=120, what="RolledBack")
         rolled_back_after = time.monotonic() - t0
         assert "records failed" in cond["message"] and "still serving wine-linear 2" in cond["message"]
-        assert trial(api)["phase"] == "RolledBack" and events(api, "CandidateRolledBack")
+        assert trial(api)["phase"] == "RolledBack"
+        await until(lambda: events(api, "CandidateRolledBack"), what="a CandidateRolledBack event")
         await until(lambda: not job.get("/models")["candidates"], timeout=30, what="the candidate withdrawn")
         assert serving_now(api)["version"] == "2"
         await asyncio.sleep(2)  # records after the withdrawal: all scored by the serving model
