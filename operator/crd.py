@@ -63,10 +63,11 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
             continue
         if key == "description":
             out[key] = re.sub(r"\s+", " ", value).strip()
-        elif key == "exclusiveMinimum" and isinstance(value, (int, float)):
+        elif key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, (int, float)) \
+                and not isinstance(value, bool):
             # JSON Schema 2020 form -> OpenAPI 3.0 form.
-            out["minimum"] = value
-            out["exclusiveMinimum"] = True
+            out["minimum" if key == "exclusiveMinimum" else "maximum"] = value
+            out[key] = True
         elif key == "const":
             out["enum"] = [value]
         elif key == "properties":

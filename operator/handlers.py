@@ -41,6 +41,10 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
         settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=s.GROUP)
         settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=s.GROUP)
         settings.peering.lifetime = config.peering_lifetime
+        # No watching of CRDs and namespaces: the operator serves one CRD installed before it, and
+        # exact namespaces. That keeps its RBAC to what it touches (no cluster-wide reads at all
+        # in namespaced mode); a CRD installed later is found at the next start.
+        settings.scanning.disabled = True
         settings.posting.level = 20  # INFO and above (of the per-object logger too) become Events
         kube = Kube.for_server(connection.server, connection.token, verify_ssl=not connection.insecure) \
             if connection else await Kube.from_environment()
@@ -133,5 +137,9 @@ def run(config: OperatorConfig) -> None:
     """The operator's main loop (blocking)."""
     registry = kopf.OperatorRegistry()
     register(registry, config, exit_after_cleanup=10.0)
+    if config.metrics_port:
+        from scorestream.operator import metrics
+
+        metrics.serve(config.metrics_port)
     kopf.configure(verbose=False)
     kopf.run(registry=registry, liveness_endpoint="http://0.0.0.0:8080/healthz", **operator_scope(config))

@@ -110,9 +110,6 @@ class Kube:
     async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._named("GET", api_version, kind, namespace, name)
 
-    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
-        return await self._named("DELETE", api_version, kind, namespace, name) is not None
-
     async def apply(self, obj: dict[str, Any]) -> str:
         """Make `obj` exist as desired. Returns 'created', 'patched' or 'unchanged'."""
         meta = obj["metadata"]

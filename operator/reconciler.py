@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from scorestream.operator import desired, observer, publish, rollout, status
+from scorestream.operator import desired, metrics, observer, publish, rollout, status
 from scorestream.operator.kube import Kube, KubeError, NotOwned
 from scorestream.operator.settings import OperatorConfig
 from scorestream.operator.spec import ModelServingSpec
@@ -60,10 +60,15 @@ async def reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger |
     """Returns the new status; the caller patches it (kopf's `patch.status`)."""
     task = asyncio.current_task()
     ctx._running.add(task)
+    started, outcome = time.monotonic(), "error"
     try:
-        return await _reconcile(ctx, body, logger, trigger)
+        new = await _reconcile(ctx, body, logger, trigger)
+        outcome = new.get("phase", "unknown")
+        return new
     finally:
         ctx._running.discard(task)
+        metrics.RECONCILES.labels(trigger, outcome).inc()
+        metrics.RECONCILE_SECONDS.labels(trigger).observe(time.monotonic() - started)
 
 
 async def _reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger | Any,
@@ -157,6 +162,8 @@ async def _roll_model(ctx: Context, body: dict[str, Any], spec: ModelServingSpec
         observed.published, observed.published_now = step.rollout_id, True
     if already:
         return
+    metrics.ROLLOUT_STEPS.labels(step.verdict or ("candidate" if d is not None and d.candidate else
+                                                  "publish" if d is not None else "withdraw")).inc()
     if d is not None:
         role = f" as a {d.candidate.strategy.lower()} candidate" if d.candidate else ""
         kopf.info(body, reason="ModelPublished",

@@ -28,6 +28,8 @@ class OperatorConfig(Strict):
     """Ensure output, dead-letter and models topics exist and check the data topic."""
     topics_recheck: float = Field(60.0, alias="topicsRecheck", ge=0)
     """Seconds a complete topic check is trusted before the brokers are asked again."""
+    metrics_port: int | None = Field(None, alias="metricsPort", ge=1, le=65535)
+    """Serve Prometheus metrics (reconciles by trigger and outcome, their duration) on this port."""
     endpoint_template: str | None = Field(None, alias="endpointTemplate")
     """The job's HTTP endpoint as a template of {name} and {namespace}; None: the driver pod's DNS name."""
 

@@ -28,12 +28,15 @@ def main(argv: list[str] | None = None) -> int:
     render.add_argument("-f", "--filename", required=True, help="a ModelServing manifest (YAML; - for stdin)")
 
     op = sub.add_parser("operator", help="run the operator (kopf)")
+    op.add_argument("--config", default=None,
+                    help="the operator's configuration (YAML/JSON, OperatorConfig); flags given override it")
+    op.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
     op.add_argument("-n", "--namespace", action="append", default=[], help="a namespace to watch (repeatable)")
     op.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace")
     op.add_argument("--peering", default=None, help="kopf peering name: run several replicas, one active")
     op.add_argument("--priority", type=int, default=None,
                     help="peering priority (the highest serves); default: random, distinct per replica")
-    op.add_argument("--observe-interval", type=float, default=10.0, help="seconds between observations")
+    op.add_argument("--observe-interval", type=float, default=None, help="seconds between observations (10)")
 
     args = parser.parse_args(argv)
     if args.command == "demo":
@@ -61,18 +64,30 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "render":
         return _render(args.filename)
     if args.command == "operator":
+        from pydantic import ValidationError
+
         from scorestream.operator.handlers import run as run_operator
         from scorestream.operator.settings import OperatorConfig
 
-        namespaces = args.namespace
-        if not namespaces and not args.all_namespaces:
+        raw: dict = {}
+        if args.config:
+            import yaml
+
+            raw = yaml.safe_load(open(args.config).read()) or {}
+        flags = {"namespaces": args.namespace or None, "allNamespaces": args.all_namespaces or None,
+                 "peering": args.peering, "priority": args.priority, "observeInterval": args.observe_interval,
+                 "metricsPort": args.metrics_port}
+        raw.update({k: v for k, v in flags.items() if v is not None})
+        if not raw.get("namespaces") and not raw.get("allNamespaces"):
             own = os.environ.get("POD_NAMESPACE")  # the Deployment's downward API
             if not own:
                 parser.error("operator: give -n NAMESPACE (repeatable) or -A; or set POD_NAMESPACE")
-            namespaces = [own]
-        run_operator(OperatorConfig(namespaces=namespaces, allNamespaces=args.all_namespaces,
-                                    peering=args.peering, priority=args.priority,
-                                    observeInterval=args.observe_interval))
+            raw["namespaces"] = [own]
+        try:
+            config = OperatorConfig.model_validate(raw)
+        except ValidationError as e:
+            parser.error(f"operator configuration: {e}")
+        run_operator(config)
         return 0
     return 2
 

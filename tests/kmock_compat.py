@@ -41,6 +41,7 @@ class Emulator(kmock.KubernetesEmulator):
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
         self._rv = itertools.count(1)
+        self.audit: set[tuple[str, str, str]] = set()
         self.resources.load_bundled()
         # kmock does not serve a CRD as a resource by itself: register ours, with its subresources.
         self.resources[f"{s.GROUP}/{s.VERSION}/{s.PLURAL}"] = kmock.ResourceInfo(
@@ -54,6 +55,23 @@ class Emulator(kmock.KubernetesEmulator):
             kind="ClusterKopfPeering", singular="clusterkopfpeering", namespaced=False, verbs=verbs)
         self.resources["kopf.dev/v1/kopfpeerings"] = kmock.ResourceInfo(
             kind="KopfPeering", singular="kopfpeering", namespaced=True, verbs=verbs)
+
+    # Requests made with this bearer token are recorded as (verb, group, resource[/sub]): what
+    # the operator actually does, for the RBAC audit (tests/test_chart.py).
+    AUDIT_TOKEN = "audited-operator"
+
+    def _record(self, request) -> None:
+        if request.headers.get("Authorization") != f"Bearer {self.AUDIT_TOKEN}" or request.resource is None \
+                or not request.resource.plural:  # discovery (/api/v1, /apis/...): every subject may
+            return
+        method = str(request.method.value if hasattr(request.method, "value") else request.method).upper()
+        if method == "GET":
+            verb = "get" if request.name else ("watch" if request.params.get("watch") in ("true", "1") else "list")
+        else:
+            verb = {"POST": "create", "PATCH": "patch", "PUT": "update",
+                    "DELETE": "delete" if request.name else "deletecollection"}.get(method, method.lower())
+        plural = request.resource.plural + (f"/{request.subresource}" if request.subresource else "")
+        self.audit.add((verb, request.resource.group or "", plural))
 
     def _replace(self, request, **changes):
         # kmock matches its reactions against the requests it recorded: replace the record too.
@@ -76,6 +94,7 @@ class Emulator(kmock.KubernetesEmulator):
         # changes took >400 s). No test reads old requests; keep a bounded tail.
         if len(self._requests) > 2 * REQUEST_HISTORY:
             del self._requests[:-REQUEST_HISTORY]
+        self._record(request)
         if request.resource is None:
             return await super()._handle(request)
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -23,7 +23,7 @@ from scorestream.operator.kube import Kube
 from admission import admit
 from kmock_compat import Emulator
 
-EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine.yaml").read_text())
+EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine-pmml.yaml").read_text())
 MS = f"{s.GROUP}/{s.VERSION}/{s.PLURAL}"
 NS = "ml"
 
@@ -42,13 +42,14 @@ class Operator:
     its own: kopf treats every task of its loop as its own and cancels them all when it stops,
     which would take the emulated API and other operators with it in a shared loop."""
 
-    def __init__(self, api, config):
-        self.api, self.config = api, config
+    def __init__(self, api, config, token=None):
+        self.api, self.config, self.token = api, config, token
         self.thread = self.loop = self.task = None
 
     async def start(self):
         registry = kopf.OperatorRegistry()
-        register(registry, self.config, connection=kopf.ConnectionInfo(server=self.api.api_url, insecure=True))
+        register(registry, self.config, connection=kopf.ConnectionInfo(server=self.api.api_url, insecure=True,
+                                                                           token=self.token))
         self.stop_flag, ready = threading.Event(), threading.Event()
         self.loop = asyncio.new_event_loop()
 

@@ -11,7 +11,7 @@ import yaml
 from scorestream.operator import publish, rollout, status
 from scorestream.operator import spec as s
 
-EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine.yaml").read_text())
+EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine-pmml.yaml").read_text())
 T0 = 1_800_000_000.0  # the operator's clock in these tests
 STARTED = "2027-01-15T08:00:00Z"  # = T0
 

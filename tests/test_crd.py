@@ -17,7 +17,7 @@ from scorestream.operator.spec import ModelServingSpec, transition_errors
 
 from admission import admit
 
-EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine.yaml").read_text())
+EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine-pmml.yaml").read_text())
 REJECTED: list[str] = []
 
 

@@ -17,7 +17,7 @@ from scorestream.operator import desired
 
 # The oldest Kubernetes the chart supports (StatefulSet PVC retention GA, CEL in CRDs) and the newest.
 K8S_VERSIONS = ["1.32.0", "1.37.0"]
-EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine.yaml").read_text())
+EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine-pmml.yaml").read_text())
 EXAMPLE["metadata"]["uid"] = "0f6a6c0e-6a5e-4c40-9b53-0d1c7c1a0001"
 
 VARIANTS = {

@@ -13,7 +13,7 @@ from scorestream.api import descriptor as descriptors
 from scorestream.operator import publish, status
 from scorestream.operator import spec as s
 
-EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine.yaml").read_text())
+EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine-pmml.yaml").read_text())
 NOW = "2026-11-22T12:00:00Z"
 
 

@@ -1,0 +1,85 @@
+{{- define "scorestream.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "scorestream.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "scorestream.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "scorestream.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{- define "scorestream.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "scorestream.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "scorestream.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "scorestream.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The namespaces watched in namespaced mode: the list given, else the release's own. */}}
+{{- define "scorestream.namespaces" -}}
+{{- $ns := .Values.watch.namespaces | default (list .Release.Namespace) -}}
+{{- toJson $ns -}}
+{{- end -}}
+
+{{- define "scorestream.peering" -}}
+{{- if or .Values.peering.enabled (gt (int .Values.replicaCount) 1) -}}
+{{- .Values.peering.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+What the operator may do, and nothing else (tests/test_chart.py audits it against the requests the
+operator makes). Kubernetes lets a subject create a Role only with permissions it holds itself,
+so the driver's Role (operator/desired.py DRIVER_RULES: pods and configmaps) is included too.
+*/}}
+{{- define "scorestream.rules" -}}
+- apiGroups: ["scorestream.dev"]
+  resources: ["modelservings"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["scorestream.dev"]
+  resources: ["modelservings/status"]
+  verbs: ["patch"]
+- apiGroups: [""]
+  resources: ["serviceaccounts", "services"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete", "deletecollection"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch", "create", "delete", "deletecollection"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+- apiGroups: ["apps"]
+  resources: ["statefulsets"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: ["rbac.authorization.k8s.io"]
+  resources: ["roles", "rolebindings"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+{{- end -}}
+
+{{- define "scorestream.peeringRules" -}}
+- apiGroups: ["kopf.dev"]
+  resources: [{{ if .Values.watch.allNamespaces }}"clusterkopfpeerings"{{ else }}"kopfpeerings"{{ end }}]
+  verbs: ["list", "watch", "patch"]
+{{- end -}}
