@@ -66,3 +66,28 @@ def test_modelserving_lifecycle(tmp_path):
     finally:
         operator.terminate()
         operator.wait(30)
+
+
+@pytest.mark.skipif(not os.environ.get("SCORESTREAM_E2E_OPERATOR_IMAGE"),
+                    reason="set SCORESTREAM_E2E_OPERATOR_IMAGE (the Dockerfile's operator target) to install the chart")
+def test_the_chart_installs_an_operator_that_becomes_ready():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import helm as helm_tool
+
+    helm = str(helm_tool.ensure())
+    chart = Path(__file__).resolve().parents[2] / "charts" / "scorestream"
+    repo, _, tag = os.environ["SCORESTREAM_E2E_OPERATOR_IMAGE"].rpartition(":")
+    ns = "scorestream-e2e-chart"
+    subprocess.run([helm, "upgrade", "--install", "ss-e2e", str(chart), "-n", ns, "--create-namespace",
+                    "--set", f"image.repository={repo}", "--set", f"image.tag={tag}", "--set", "replicaCount=2",
+                    "--wait", "--timeout", "5m"], check=True, capture_output=True, text=True)
+    try:
+        kubectl("-n", ns, "rollout", "status", "deployment/ss-e2e-scorestream", "--timeout=180s")
+        # One replica serves, the other stands by: kopf's peering object lists both.
+        peering = kubectl("-n", ns, "get", "kopfpeering", "scorestream", "-o", "jsonpath={.status}")
+        assert peering.count('"priority"') == 2, peering
+    finally:
+        subprocess.run([helm, "uninstall", "ss-e2e", "-n", ns], capture_output=True)
