@@ -148,8 +148,12 @@ def _jvm_memory(quantity: str) -> str:
     return f"{max(1, int(float(quantity) / 1024 / 1024 / 1.1))}m"
 
 
-def config_hash(config_json: str) -> str:
-    return hashlib.sha256(config_json.encode()).hexdigest()[:16]
+def config_hash(config: JobConfig) -> str:
+    """What rolls the driver when it changes: the job configuration, except the executor total,
+    which the running job changes live (spec.replicas, the autoscaler)."""
+    conf = {k: v for k, v in config.spark.conf.items() if k != "spark.executor.instances"}
+    rolled = config.model_copy(update={"spark": config.spark.model_copy(update={"conf": conf})})
+    return hashlib.sha256(rolled.to_json().encode()).hexdigest()[:16]
 
 
 def desired_objects(body: dict[str, Any], run: bool = True) -> list[dict[str, Any]]:
@@ -192,11 +196,11 @@ def desired_objects(body: dict[str, Any], run: bool = True) -> list[dict[str, An
             ],
         }),
         obj("apps/v1", "StatefulSet", names.driver,
-            spec=_statefulset_spec(name, spec, names, config_json, run and not spec.suspend)),
+            spec=_statefulset_spec(name, spec, names, config, run and not spec.suspend)),
     ]
 
 
-def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: Names, config_json: str,
+def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: Names, config: JobConfig,
                       run: bool) -> dict[str, Any]:
     resources = {"cpu": spec.spark.driver.cpu, "memory": spec.spark.driver.memory}
     volumes: list[dict[str, Any]] = [
@@ -232,7 +236,7 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: Names, config_
                 "labels": labels(name),
                 # A changed job configuration rolls the driver: SIGTERM, the current micro-batch
                 # completes, and the new pod resumes from the checkpoint.
-                "annotations": {CONFIG_HASH_ANNOTATION: config_hash(config_json)},
+                "annotations": {CONFIG_HASH_ANNOTATION: config_hash(config)},
             },
             "spec": {
                 "serviceAccountName": names.service_account,

@@ -110,6 +110,10 @@ class Kube:
     async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._named("GET", api_version, kind, namespace, name)
 
+    async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
+        """Delete with the object's grace period (a pod gets SIGTERM); False if it was gone."""
+        return await self._named("DELETE", api_version, kind, namespace, name) is not None
+
     async def apply(self, obj: dict[str, Any]) -> str:
         """Make `obj` exist as desired. Returns 'created', 'patched' or 'unchanged'."""
         meta = obj["metadata"]

@@ -33,7 +33,8 @@ async def driver_state(kube: Kube, names: Names) -> DriverState:
         last = f"{terminated.get('reason', 'Terminated')}: {terminated.get('message', '').strip()[:500]}" \
                f" (exit code {terminated.get('exitCode')})"
     return DriverState(exists=True, ready=bool(main.get("ready")), restarts=int(main.get("restartCount", 0)),
-                       waiting_reason=waiting.get("reason"), last_termination=last)
+                       waiting_reason=waiting.get("reason"), last_termination=last,
+                       terminating=bool(pod.get("metadata", {}).get("deletionTimestamp")))
 
 
 async def job_report(endpoint: str, timeout: float = 3.0) -> JobReport:
@@ -59,7 +60,19 @@ async def job_report(endpoint: str, timeout: float = 3.0) -> JobReport:
                               "agreement": comparison.get("agreement"), "meanAbsDiff": comparison.get("meanAbsDiff")}
     return JobReport(reachable=True, ready=bool(ready.get("ready")), ready_reason=ready.get("reason") or "",
                      serving=serving, candidates=candidates, lag=totals.get("lag"),
-                     executors=totals.get("executors"), rejected=list(models.get("rejected", [])))
+                     executors=totals.get("executors"), rejected=list(models.get("rejected", [])),
+                     executor_target=totals.get("executorTarget"), live_scaling=totals.get("liveScaling"),
+                     input_rate=totals.get("inputRate"), per_executor_rate=totals.get("processingRatePerExecutor"))
+
+
+async def scale_executors(endpoint: str, total: int, timeout: float = 30.0) -> dict[str, Any]:
+    """Ask the job for `total` executors (it answers once the request is with the cluster manager)."""
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
+        async with session.post(f"{endpoint}/executors", json={"total": total}) as r:
+            answer = await r.json()
+            if r.status not in (202, 409):
+                raise RuntimeError(f"the job refused {total} executors: HTTP {r.status} {answer}")
+            return answer
 
 
 def _figures(info: dict[str, Any]) -> dict[str, Any]:
@@ -91,12 +104,12 @@ class TopicsChecks:
 
     async def check(self, spec: ModelServingSpec, props: dict[str, str]) -> topics.TopicsReport:
         key = (spec.kafka.model_dump_json(), tuple(sorted(props.items())))
-        at = self._done.get(key)
-        if at is not None and time.monotonic() - at < self.ttl:
-            return topics.TopicsReport(data_topic_exists=True)
+        done = self._done.get(key)
+        if done is not None and time.monotonic() - done[0] < self.ttl:
+            return topics.TopicsReport(data_topic_exists=True, data_partitions=done[1])
         report = await asyncio.to_thread(topics.ensure_topics, spec.kafka, props)
         if report.data_topic_exists and not report.error:
-            self._done[key] = time.monotonic()
+            self._done[key] = (time.monotonic(), report.data_partitions)
         else:
             self._done.pop(key, None)
         return report

@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from scorestream.operator import desired, metrics, observer, publish, rollout, status
+from scorestream.operator import desired, metrics, observer, publish, rollout, scaling, status
 from scorestream.operator.kube import Kube, KubeError, NotOwned
 from scorestream.operator.settings import OperatorConfig
 from scorestream.operator.spec import ModelServingSpec
@@ -92,9 +92,11 @@ async def _reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger 
             props = await observer.kafka_client_properties(ctx.kube, namespace, spec)
         except LookupError as e:
             observed.topics_error = str(e)
+    partitions: int | None = None
     if ctx.config.manage_topics and run and props is not None:
         report = await ctx.topics.check(spec, props)
         observed.data_topic_exists, observed.topics_error = report.data_topic_exists, report.error
+        partitions = report.data_partitions
         if report.created:
             kopf.info(body, reason="TopicsCreated", message=", ".join(report.created))
         # No driver until the data topic exists: it would only crash-loop.
@@ -117,6 +119,8 @@ async def _reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger 
 
     if spec.model and run and props is not None and trigger != "child":
         await _roll_model(ctx, body, spec, props, previous, observed)
+    if run and trigger != "child":
+        await _scale(ctx, body, spec, names, previous, observed, partitions)
     new = status.compute(name, namespace, observed, previous)
     if trigger != "child":  # a child's repair does not patch status: its transitions come with the next one
         _post_transitions(body, previous, new)
@@ -173,6 +177,41 @@ async def _roll_model(ctx: Context, body: dict[str, Any], spec: ModelServingSpec
     elif step.withdraw:
         kopf.warn(body, reason="CandidateRolledBack" if step.verdict else "CandidateWithdrawn",
                   message=f"{spec.data_type} candidate withdrawn: {step.reason}"[:1000])
+
+
+async def _scale(ctx: Context, body: dict[str, Any], spec: ModelServingSpec, names: desired.Names,
+                 previous: dict[str, Any], observed: status.Observed, partitions: int | None) -> None:
+    """Ask the job for the executors scaling.plan decides: live where its cluster manager can,
+    else by restarting the driver from its checkpoint (the ConfigMap has the new total)."""
+    job = observed.job
+    step = scaling.plan(spec, previous, job, partitions, time.time())
+    live = job.live_scaling is not False
+    message = step.message
+    before = previous.get("scaling") or {}
+    if step.capped and (not before.get("capped") or before.get("target") != step.target):
+        kopf.warn(body, reason="ReplicasCapped", message=step.message[:1000])
+    auto_before = (previous.get("autoscaling") or {}).get("replicas")
+    if step.autoscaling and step.autoscaling["replicas"] != auto_before and auto_before is not None:
+        kopf.info(body, reason="Autoscaled", message=step.autoscaling["reason"][:1000])
+    if live and step.ask:
+        try:
+            answer = await observer.scale_executors(observer.endpoint_of(names, ctx.config.endpoint_template),
+                                                    step.target)
+            message = f"{step.message}; asked live (running then: {answer.get('running')})"
+            kopf.info(body, reason="Scaled", message=f"{job.executor_target} -> {step.target} executors, live")
+        except Exception as e:  # unreachable, or refused: asked again at the next observation
+            message = f"{step.message}; asking the job failed: {e}"[:1000]
+    elif not live and job.reachable and job.executor_target != spec.replicas and observed.driver.exists \
+            and not observed.driver.terminating:
+        # No live changes here (local mode): a graceful restart picks the new total up.
+        await ctx.kube.delete("v1", "Pod", names.namespace, names.driver_pod)
+        message = f"restarting the driver for {spec.replicas} executor(s): its cluster manager cannot change them live"
+        kopf.info(body, reason="RestartedToScale", message=message)
+    elif before.get("target") == step.target and before.get("message"):
+        message = before["message"]
+    observed.scaling = {"target": step.target if live else spec.replicas, "mode": "Live" if live else "Restart",
+                        "capped": step.capped, "message": message}
+    observed.autoscaling = step.autoscaling
 
 
 def _post_transitions(body: dict[str, Any], previous: dict[str, Any], new: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from scorestream.config import (
     _K8S_NAME,
@@ -115,6 +115,40 @@ class RolloutSpec(Strict):
     """The shadow's rules (strategy Shadow)."""
 
 
+class AutoscalingSpec(Strict):
+    model_config = Strict.model_config | {"json_schema_extra": _rules(
+        ("self.minReplicas <= self.maxReplicas", "minReplicas must not exceed maxReplicas"))}
+
+    min_replicas: int = Field(1, alias="minReplicas", ge=1, le=1000)
+    """The fewest executors."""
+    max_replicas: int = Field(alias="maxReplicas", ge=1, le=1000)
+    """The most executors (the data topic's partition count caps it too)."""
+    target_lag_seconds: float = Field(30.0, alias="targetLagSeconds", gt=0)
+    """Drain the current lag within this many seconds, on top of the arriving records."""
+    target_utilization: float = Field(0.8, alias="targetUtilization", gt=0, le=1)
+    """The share of an executor's busy-time processing rate to plan with (headroom for bursts)."""
+    stabilization_window: str = Field("60s", alias="stabilizationWindow",
+                                      json_schema_extra={"pattern": DURATION_PATTERN})
+    """Scale down no lower than the highest recommendation of this window."""
+    scale_down_cooldown: str = Field("120s", alias="scaleDownCooldown",
+                                     json_schema_extra={"pattern": DURATION_PATTERN})
+    """The least time between the last change and a scale-down."""
+    max_step: int = Field(2, alias="maxStep", ge=1)
+    """The most executors added or removed by one decision."""
+
+    @field_validator("stabilization_window", "scale_down_cooldown")
+    @classmethod
+    def _durations(cls, v: str) -> str:
+        duration_seconds(v)
+        return v
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "AutoscalingSpec":
+        if self.min_replicas > self.max_replicas:
+            raise ValueError("minReplicas must not exceed maxReplicas")
+        return self
+
+
 class Resources(Strict):
     cpu: str = Field("1", pattern=_QUANTITY)
     """CPU request and limit (a Kubernetes quantity, e.g. 500m, 2)."""
@@ -162,7 +196,10 @@ class ModelServingSpec(Strict):
     rollout: RolloutSpec = Field(default_factory=RolloutSpec)
     """How a model change is rolled out."""
     replicas: int = Field(1, ge=0, le=1000)
-    """Spark executors. The scale subresource points here (`kubectl scale`)."""
+    """Spark executors. The scale subresource points here (`kubectl scale`); changed live, without
+    restarting the streaming query. With autoscaling, the starting point only."""
+    autoscaling: AutoscalingSpec | None = None
+    """Scale the executors on the data topic's lag and arrival rate (status.autoscaling says why)."""
     spark: SparkSpec
     """The Spark job: image, resources, trigger interval and configuration."""
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
@@ -267,6 +304,43 @@ class ModelStatus(Strict):
     """The last canary or shadow trial and its figures."""
 
 
+class ScalingStatus(Strict):
+    target: int = Field(ge=0)
+    """The executors asked of the job: spec.replicas (or the autoscaler's decision), capped by the
+    data topic's partitions."""
+    mode: Literal["Live", "Restart"]
+    """Live: the job's cluster manager adds and removes executors while the query runs. Restart:
+    it cannot (local mode), so the driver restarts from its checkpoint with the new total."""
+    capped: bool = False
+    """The request exceeded the data topic's partitions and was lowered to them."""
+    message: str = ""
+    """What was done last, and why."""
+
+
+class RecommendationSample(Strict):
+    at: float
+    """When (seconds since the epoch)."""
+    replicas: int
+    """The executors the load needed then."""
+
+
+class AutoscalingStatus(Strict):
+    replicas: int = Field(ge=0)
+    """The executors the autoscaler decided on."""
+    recommended: int = Field(ge=0)
+    """What the load needed at the last decision, before stabilization, cooldown and step bounds."""
+    reason: str = ""
+    """The last decision's inputs and reasoning."""
+    last_change: float | None = Field(None, alias="lastChange")
+    """When the autoscaler last changed the executors (seconds since the epoch)."""
+    input_rate: float | None = Field(None, alias="inputRate")
+    """Records per second arriving on the data topic."""
+    per_executor_rate: float | None = Field(None, alias="perExecutorRate")
+    """Records one executor processes per busy second."""
+    recommendations: list[RecommendationSample] = Field(default_factory=list, max_length=60)
+    """Recent recommendations (the stabilization window's memory)."""
+
+
 class ConsumerGroups(Strict):
     data: str
     """The data topic's consumer group; its lag is the job's backlog."""
@@ -293,6 +367,10 @@ class ModelServingStatus(Strict):
     """Records in the data topic not yet processed (the data group's lag)."""
     driver: str | None = None
     """The driver's serving endpoint (http://host:port)."""
+    scaling: ScalingStatus | None = None
+    """The executors asked of the job, and how they change."""
+    autoscaling: AutoscalingStatus | None = None
+    """The autoscaler's last decision (with spec.autoscaling)."""
 
 
 def transition_errors(old: ModelServingSpec, new: ModelServingSpec) -> list[str]:

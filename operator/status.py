@@ -27,6 +27,7 @@ class DriverState:
     restarts: int = 0
     waiting_reason: str | None = None
     last_termination: str | None = None  # "<reason>: <message> (exit code N)"
+    terminating: bool = False  # deleted, stopping gracefully
 
 
 @dataclass
@@ -41,6 +42,10 @@ class JobReport:
     lag: int | None = None
     executors: int | None = None
     rejected: list[dict[str, Any]] = field(default_factory=list)  # [{model: "name:version", dataType, reason, at}]
+    executor_target: int | None = None  # the executors the job was asked for
+    live_scaling: bool | None = None  # whether its cluster manager changes executors live
+    input_rate: float | None = None  # records/s arriving on the data topic
+    per_executor_rate: float | None = None  # records per busy second of one executor
 
 
 @dataclass
@@ -56,6 +61,8 @@ class Observed:
     published_now: bool = False  # ... and it was published by this reconcile
     publish_error: str | None = None
     plan: rollout.Plan | None = None  # the rollout step taken by this reconcile (sent, or nothing to send)
+    scaling: dict[str, Any] | None = None  # status.scaling, as decided and carried out
+    autoscaling: dict[str, Any] | None = None  # status.autoscaling
 
 
 def _now() -> str:
@@ -189,6 +196,8 @@ def compute(name: str, namespace: str, observed: Observed, previous: dict[str, A
         "consumerGroups": desired.consumer_groups(name, namespace),
         "lag": job.lag,
         "driver": desired.Names(name, namespace).endpoint,
+        "scaling": observed.scaling or (previous or {}).get("scaling"),
+        "autoscaling": observed.autoscaling if spec.autoscaling else None,
     }
     # The status model is the schema: what we write must pass it.
     return s.ModelServingStatus.model_validate(status).model_dump(by_alias=True, exclude_none=True)

@@ -13,6 +13,7 @@ from scorestream.operator.spec import KafkaSpec
 @dataclass
 class TopicsReport:
     data_topic_exists: bool | None = None  # None: the broker did not answer
+    data_partitions: int | None = None  # the data topic's partitions: the job's useful parallelism
     created: list[str] = field(default_factory=list)
     error: str | None = None
 
@@ -30,6 +31,7 @@ def ensure_topics(kafka: KafkaSpec, client_properties: dict[str, str], replicati
     # Output and dead-letter topics get the data topic's partition count, so a key keeps its
     # partition end to end; the models topic is compacted (the latest model per key is kept).
     partitions = len(existing[kafka.data_topic].partitions) if report.data_topic_exists else 1
+    report.data_partitions = partitions if report.data_topic_exists else None
     wanted = {
         kafka.output_topic: NewTopic(kafka.output_topic, partitions, replication),
         kafka.dead_letter_topic: NewTopic(kafka.dead_letter_topic, partitions, replication),

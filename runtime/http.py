@@ -6,7 +6,7 @@ import json
 import logging
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable
+from typing import Any, Callable
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -19,9 +19,11 @@ log = logging.getLogger(__name__)
 class StatusServer:
     """``/stats`` (ModelServingInfo per dataType), ``/models``, ``/healthz``, ``/readyz``, ``/metrics``."""
 
-    def __init__(self, host: str, port: int, stats: ServingStats, ready: Callable[[], tuple[bool, str]]):
+    def __init__(self, host: str, port: int, stats: ServingStats, ready: Callable[[], tuple[bool, str]],
+                 executors: Callable[[], Any] | None = None):
         self.stats = stats
         self.ready = ready
+        self.executors = executors or (lambda: None)
         self.metrics = CollectorRegistry()
         self.metrics.register(StatsCollector(stats))
         server = self
@@ -35,10 +37,25 @@ class StatusServer:
                     "/metrics": server._metrics,
                     "/stats": server._stats,
                     "/models": server._models,
+                    "/executors": server._get_executors,
                 }.get(path)
                 if route is None:
                     return self._send(404, {"error": f"no such path {path}", "paths": ["/stats", "/models", "/metrics", "/healthz", "/readyz"]})
                 self._send(*route())
+
+            def do_POST(self):  # noqa: N802
+                path = self.path.split("?", 1)[0].rstrip("/")
+                if path != "/executors":
+                    return self._send(404, {"error": f"no POST on {path}", "paths": ["/executors"]})
+                try:
+                    length = int(self.headers.get("Content-Length") or 0)
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                    total = body["total"]
+                    if not isinstance(total, int) or isinstance(total, bool) or total < 0:
+                        raise ValueError("total must be a non-negative integer")
+                except (ValueError, KeyError, TypeError) as e:
+                    return self._send(400, {"error": f"expected {{\"total\": N}}: {e}"})
+                self._send(*server._scale(total))
 
             def _send(self, code, body, ctype="application/json"):
                 data = body if isinstance(body, bytes) else (json.dumps(body, indent=1) + "\n").encode()
@@ -76,6 +93,19 @@ class StatusServer:
 
     def _stats(self):
         return 200, {"dataTypes": self.stats.serving_info(), "totals": self.stats.totals()}
+
+    def _get_executors(self):
+        control = self.executors()
+        if control is None:
+            return 503, {"error": "the Spark session is not up yet"}
+        return 200, control.describe()
+
+    def _scale(self, total: int):
+        control = self.executors()
+        if control is None:
+            return 503, {"error": "the Spark session is not up yet"}
+        result = control.scale_to(total)
+        return (202 if result.get("accepted") else 409), result
 
     def _models(self):
         reg = self.stats.registry

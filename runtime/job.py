@@ -20,6 +20,7 @@ from pathlib import Path
 
 from scorestream.config import JobConfig
 from scorestream.runtime import jvm, kafka_source, pipeline
+from scorestream.runtime.executors import ExecutorControl
 from scorestream.runtime.http import StatusServer
 from scorestream.runtime.models import ModelLoader, ModelRegistry, routing_table
 from scorestream.runtime.modelstopic import ModelsFollower
@@ -76,7 +77,8 @@ class ServingJob:
         self._protobuf: dict | None = None
         self._committed_batch = -1
         self._failure: str | None = None
-        self.http = StatusServer(config.http.host, config.http.port, self.stats, self._ready)
+        self.executors: ExecutorControl | None = None
+        self.http = StatusServer(config.http.host, config.http.port, self.stats, self._ready, lambda: self.executors)
 
     # -- readiness -----------------------------------------------------------------------------
 
@@ -104,6 +106,15 @@ class ServingJob:
         try:
             self._protobuf = self._protobuf_fields()  # a bad message type fails here, not mid-stream
             self.spark = spark_session(self.config)
+            self.executors = ExecutorControl(self.spark, self.config.spark.master, self._batch_lock)
+            initial = self.config.spark.conf.get("spark.executor.instances")
+            self.stats.live_scaling = self.executors.live
+            if initial and self.executors.live:
+                # Standalone starts as many executors as its workers offer; Kubernetes honours
+                # spark.executor.instances already. Either way the job starts at the asked total.
+                self.executors.scale_to(int(initial))
+            elif initial:
+                self.executors.target = int(initial)  # what a restart was asked for (local mode)
             loader = ModelLoader(self.config, self.spark.sparkContext.addFile, self._describe_pmml)
             self.follower = ModelsFollower(self.config, loader, self.registry, self.run_id)
             self.follower.restore(self.config.restore_timeout_seconds)
@@ -182,7 +193,7 @@ class ServingJob:
                                   c.dead_letter_topic)
             started = time.monotonic()
             metrics = pipeline.write(frame, {"kafka.bootstrap.servers": c.bootstrap_servers, **self._client_options()})
-            self.stats.add_batch(metrics, snap)
+            self.stats.add_batch(metrics, snap, time.monotonic() - started)
             log.info("batch %d: %d records in %.2fs", batch_id, metrics.get("in") or 0, time.monotonic() - started)
 
     def _protobuf_fields(self) -> dict | None:
@@ -199,6 +210,7 @@ class ServingJob:
         while self.query.isActive:
             self.query.awaitTermination(0.5)
             self._after_progress()
+            self._watch_executors()
             if self.stats.batches != seen_batches:
                 seen_batches, idle_since = self.stats.batches, time.monotonic()
             idle = self.config.idle_stop_seconds
@@ -239,17 +251,23 @@ class ServingJob:
             self.stats.lag = sum(
                 max(0, latest.get(t, {}).get(p, o) - o) for t, ps in end.items() for p, o in ps.items()
             )
+            self.stats.note_end_offsets(sum(o for ps in latest.values() for o in ps.values()))
+
+    def _watch_executors(self) -> None:
+        """Report the executors running (status.replicas) and keep the asked total."""
         self.stats.executors = self._executors()
+        self.stats.query_id = str(self.query.id) if self.query is not None else None
+        if self.executors is not None:
+            self.stats.executor_target = self.executors.target
+            try:
+                self.executors.enforce()
+            except Exception as e:  # py4j errors while the context stops: retried next time
+                log.warning("keeping the executor total failed: %s", e)
 
     def _executors(self) -> int | None:
         """Executors running now, as the operator's status.replicas reports them."""
-        if self.spark is None:
-            return None
-        if self.config.spark.master.startswith("local"):
-            return 1  # the driver's own in-process executor
         try:
-            # The block managers Spark knows, the driver's included.
-            return max(0, self.spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1)
+            return self.executors.running() if self.executors is not None else None
         except Exception:  # py4j errors while the context stops
             return None
 

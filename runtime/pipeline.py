@@ -11,6 +11,8 @@ per-row aggregate expressions (Spark's observed metrics halved throughput here, 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import time
 from dataclasses import dataclass
 
@@ -214,6 +216,8 @@ def write(frame: DataFrame, options: dict[str, str]) -> dict:
 
         written = kafka_source.produce_batches(options, counted())
         stats.counts["written"] = written
+        # Which executor wrote it: its Python worker daemon (one per executor JVM).
+        stats.counts[f"w:{socket.gethostname()}:{os.getppid()}"] = 1
         yield pa.RecordBatch.from_pydict({"stats": [json.dumps(stats.counts)]})
 
     total: dict = {}

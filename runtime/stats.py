@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -83,6 +84,13 @@ class ServingStats:
     batches: int = 0
     lag: int | None = None
     executors: int | None = None
+    executor_target: int | None = None
+    live_scaling: bool | None = None
+    query_id: str | None = None
+    # Load signals for the autoscaler: (time, records, seconds, workers) per recent batch, and
+    # (time, data topic end offsets summed) samples for the input rate.
+    recent_batches: deque = field(default_factory=lambda: deque(maxlen=20))
+    end_offsets: deque = field(default_factory=lambda: deque(maxlen=120))
     last_batch_at: float | None = None
     buckets: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKETS))
     scored_nanos: int = 0
@@ -91,10 +99,13 @@ class ServingStats:
     shadows: dict[tuple[str, str], ShadowInfo] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add_batch(self, metrics: dict, snap: Snapshot) -> None:
+    def add_batch(self, metrics: dict, snap: Snapshot, seconds: float = 0.0) -> None:
         with self._lock:
             self.batches += 1
             self.last_batch_at = time.time()
+            # Python worker daemons that wrote this batch: one per executor that had a task.
+            workers = sum(1 for k in metrics if k.startswith("w:"))
+            self.recent_batches.append((self.last_batch_at, metrics.get("in") or 0, seconds, workers))
             self.records_in += metrics.get("in") or 0
             self.records_out += metrics.get("out") or 0
             self.records_dead += metrics.get("dead") or 0
@@ -158,8 +169,31 @@ class ServingStats:
                         comparison=s.as_dict())
         return base
 
+    def note_end_offsets(self, total: int) -> None:
+        with self._lock:
+            self.end_offsets.append((time.time(), total))
+
+    def load(self, window: float = 30.0) -> dict:
+        """What the autoscaler needs: the rate records arrive at (end offsets over the last
+        `window` seconds), the rate one executor processes them while busy, recent batch times."""
+        now = time.time()
+        ends = [(t, o) for t, o in self.end_offsets if now - t <= window]
+        input_rate = (ends[-1][1] - ends[0][1]) / (ends[-1][0] - ends[0][0]) \
+            if len(ends) >= 2 and ends[-1][0] > ends[0][0] else None
+        busy = [(n, s, w) for _, n, s, w in self.recent_batches if n and s > 0]
+        per_executor = None
+        if busy:
+            executors = max(1, self.executors or 1)
+            per_executor = sum(n for n, _, _ in busy) / sum(s for _, s, _ in busy) / executors
+        seconds = [s for _, _, s, _ in self.recent_batches]
+        return {"inputRate": None if input_rate is None else round(input_rate, 3),
+                "processingRatePerExecutor": None if per_executor is None else round(per_executor, 3),
+                "batchSeconds": round(sum(seconds) / len(seconds), 3) if seconds else None,
+                "executorsUsedLastBatch": self.recent_batches[-1][3] if self.recent_batches else None}
+
     def totals(self) -> dict:
         with self._lock:
+            load = self.load()
             return {
                 "recordsIn": self.records_in,
                 "recordsOut": self.records_out,
@@ -167,6 +201,10 @@ class ServingStats:
                 "batches": self.batches,
                 "lag": self.lag,
                 "executors": self.executors,
+                "executorTarget": self.executor_target,
+                "liveScaling": self.live_scaling,
+                "queryId": self.query_id,
+                **load,
                 "modelSwitches": self.registry.switches,
                 "lastBatchAt": self.last_batch_at,
             }

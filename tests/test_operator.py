@@ -30,6 +30,7 @@ class FakeJob:
         self.ready, self.executors, self.lag = True, 2, 0
         self.serving = {"wine": {"name": "wine-tree", "version": "1", "since": 1.7e9}}
         self.rejected = []
+        self.target, self.live, self.asked = 2, True, []
 
     async def readyz(self, _):
         return web.json_response({"ready": self.ready, "reason": "" if self.ready else "restoring models"},
@@ -40,7 +41,15 @@ class FakeJob:
 
     async def stats(self, _):
         return web.json_response({"dataTypes": self.serving,
-                                  "totals": {"lag": self.lag, "executors": self.executors}})
+                                  "totals": {"lag": self.lag, "executors": self.executors,
+                                             "executorTarget": self.target, "liveScaling": self.live}})
+
+    async def scale(self, request):
+        total = (await request.json())["total"]
+        self.asked.append(total)
+        self.target = total
+        return web.json_response({"live": True, "running": self.executors, "target": total, "accepted": True},
+                                 status=202)
 
 
 @pytest_asyncio.fixture
@@ -50,6 +59,7 @@ async def job():
     app.router.add_get("/readyz", fake.readyz)
     app.router.add_get("/stats", fake.stats)
     app.router.add_get("/models", fake.models)
+    app.router.add_post("/executors", fake.scale)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -102,21 +112,46 @@ async def test_missing_data_topic_is_reported_not_guessed(api, operator, broker,
     await until(lambda: obj(api, "apps/v1/statefulsets", "wine-driver")["spec"]["replicas"] == 1, what="driver")
 
 
-async def test_replicas_change_updates_driver_config_and_status_follows(api, operator, job, broker, topics):
-    create_topics(broker.bootstrap, {topics["dataTopic"]: 2})
+async def test_replicas_change_live_without_restarting_the_driver(api, operator, job, broker, topics):
+    create_topics(broker.bootstrap, {topics["dataTopic"]: 4})
     driver_pod(api)
     await apply(api, resource(topics, broker))
     await until(lambda: (obj(api, MS, "wine").get("status") or {}).get("replicas") == 2, what="replicas 2")
     before = obj(api, "apps/v1/statefulsets", "wine-driver")["spec"]["template"]["metadata"]["annotations"]
     await apply(api, resource(topics, broker, replicas=3))
-    await until(lambda: '"spark.executor.instances": "3"' in obj(api, "v1/configmaps", "wine-job")["data"]["job.json"],
-                what="config")
-    # The driver rolls to the new executor count (live scaling without a restart is issue #5).
-    await until(lambda: obj(api, "apps/v1/statefulsets", "wine-driver")["spec"]["template"]["metadata"]["annotations"]
-                != before, what="driver rolled")
+    await until(lambda: job.asked == [3], what="the job asked for 3 executors")
+    # The ConfigMap has the new total (for the next start); the driver keeps running.
+    assert '"spark.executor.instances": "3"' in obj(api, "v1/configmaps", "wine-job")["data"]["job.json"]
+    assert obj(api, "apps/v1/statefulsets", "wine-driver")["spec"]["template"]["metadata"]["annotations"] == before
     job.executors = 3
     await until(lambda: obj(api, MS, "wine")["status"]["replicas"] == 3, what="status.replicas 3")
-    assert obj(api, MS, "wine")["status"]["observedGeneration"] == 2
+    scaling = obj(api, MS, "wine")["status"]["scaling"]
+    assert scaling["mode"] == "Live" and scaling["target"] == 3 and not scaling["capped"]
+
+
+async def test_replicas_beyond_the_partitions_are_capped_and_said_so(api, operator, job, broker, topics):
+    create_topics(broker.bootstrap, {topics["dataTopic"]: 2})
+    job.target = 1
+    driver_pod(api)
+    await apply(api, resource(topics, broker, replicas=5))
+    await until(lambda: job.asked and job.asked[-1] == 2, what="the job asked for 2 executors")
+    await until(lambda: (obj(api, MS, "wine").get("status") or {}).get("scaling", {}).get("capped"), what="capped")
+    assert "2 partitions" in obj(api, MS, "wine")["status"]["scaling"]["message"]
+    await until(lambda: next((o.raw for k, o in list(api.objects.items()) if k[0].plural == "events"
+                              and o.raw.get("reason") == "ReplicasCapped"), None), what="ReplicasCapped event")
+    assert 5 not in job.asked
+
+
+async def test_where_executors_cannot_change_live_the_driver_restarts(api, operator, job, broker, topics):
+    create_topics(broker.bootstrap, {topics["dataTopic"]: 2})
+    job.live = False
+    driver_pod(api)
+    await apply(api, resource(topics, broker))
+    await until(lambda: condition(api, "wine", "Ready").get("status") == "True", what="Ready")
+    await apply(api, resource(topics, broker, replicas=1))
+    await until(lambda: obj(api, "v1/pods", "wine-driver-0") is None, what="the driver pod deleted (graceful restart)")
+    await until(lambda: obj(api, MS, "wine")["status"]["observedGeneration"] == 2, what="status of generation 2")
+    assert obj(api, MS, "wine")["status"]["scaling"]["mode"] == "Restart" and not job.asked
 
 
 async def test_deleted_and_edited_children_are_restored(api, operator, job, broker, topics):

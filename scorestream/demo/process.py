@@ -47,6 +47,15 @@ class JobProcess:
             body = r.read()
             return json.loads(body) if r.headers.get_content_type() == "application/json" else body.decode()
 
+    def post(self, path: str, body: dict, timeout: float = 30.0) -> tuple[int, dict]:
+        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"{}")
+
     def ready(self) -> bool:
         try:
             return bool(self.get("/readyz").get("ready"))

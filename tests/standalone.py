@@ -1,0 +1,63 @@
+"""A Spark standalone cluster on loopback, from the pyspark distribution: one master, one worker
+with two cores. Executors of a job on it can be added and removed while the job runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from scorestream.demo.broker import free_port
+
+
+class StandaloneCluster:
+    def __init__(self, workdir: Path, cores: int = 2, memory: str = "4g"):
+        import pyspark
+
+        self.home = Path(pyspark.__file__).parent
+        self.workdir = workdir
+        self.cores, self.memory = cores, memory
+        self.port, self.ui, self.worker_ui = free_port(), free_port(), free_port()
+        self.procs: list[subprocess.Popen] = []
+
+    @property
+    def master(self) -> str:
+        return f"spark://127.0.0.1:{self.port}"
+
+    def _start(self, name: str, *args: str) -> None:
+        env = {**os.environ, "SPARK_HOME": str(self.home), "SPARK_LOCAL_IP": "127.0.0.1",
+               "SPARK_WORKER_DIR": str(self.workdir / "work"), "PYSPARK_PYTHON": sys.executable,
+               "SPARK_NO_DAEMONIZE": "1"}
+        log = open(self.workdir / f"{name}.log", "ab")
+        self.procs.append(subprocess.Popen([str(self.home / "bin" / "spark-class"), *args], env=env,
+                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+
+    def start(self, timeout: float = 60.0) -> StandaloneCluster:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                    "--port", str(self.port), "--webui-port", str(self.ui))
+        self._start("worker", "org.apache.spark.deploy.worker.Worker", "--cores", str(self.cores),
+                    "--memory", self.memory, "--webui-port", str(self.worker_ui), self.master)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.ui}/json/", timeout=2) as r:
+                    if b'"aliveworkers" : 1' in r.read().replace(b'"aliveworkers":1', b'"aliveworkers" : 1'):
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"the standalone cluster did not come up in {timeout:.0f}s: {self.workdir}")
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
