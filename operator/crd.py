@@ -57,7 +57,9 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
         merged = {**_structural(others[0], defs), "nullable": True}
         node = {**{k: v for k, v in node.items() if k != "anyOf"}, **merged}
     for key, value in node.items():
-        if key in ("title", "$defs") or (key == "additionalProperties" and value is False):
+        # additionalProperties: false is the API server's default for a structural schema;
+        # `true` (a free-form map) is said with x-kubernetes-preserve-unknown-fields instead.
+        if key in ("title", "$defs") or (key == "additionalProperties" and isinstance(value, bool)):
             continue
         if key == "default" and value is None:
             continue

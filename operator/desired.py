@@ -126,7 +126,7 @@ def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig
         "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
         **spec.spark.conf,
     }
-    return JobConfig.model_validate({
+    config = JobConfig.model_validate({
         "name": name,
         "namespace": namespace,
         "dataTypes": [spec.data_type],
@@ -136,7 +136,12 @@ def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig
         "http": HttpConfig(host="0.0.0.0", port=HTTP_PORT),
         "checkpointLocation": f"{CHECKPOINT_DIR}/checkpoint",
         "workDir": "/tmp/scorestream",
+        "upgradeMode": spec.upgrade_mode,
     })
+    if spec.upgrade_mode == "stateless":
+        # A checkpoint per configuration: a changed job starts afresh from the committed offsets.
+        config = config.model_copy(update={"checkpoint_location": f"{CHECKPOINT_DIR}/stateless-{config_hash(config)}"})
+    return config
 
 
 def _jvm_memory(quantity: str) -> str:

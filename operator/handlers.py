@@ -72,14 +72,15 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
     @kopf.on.update(*resource, registry=registry)
     async def apply(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: Any, reason: str,
                     **_: Any) -> None:
-        patch.status.update(await reconciler.reconcile(memo.ctx, dict(body), logger, trigger=str(reason)))
+        patch.status.update(_replacing(body, await reconciler.reconcile(memo.ctx, dict(body), logger,
+                                                                       trigger=str(reason))))
 
     async def observe(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: Any, **_: Any) -> None:
         if body.metadata.get("deletionTimestamp"):
             return
         new = await reconciler.reconcile(memo.ctx, dict(body), logger, trigger="timer")
         if new != body.get("status"):
-            patch.status.update(new)
+            patch.status.update(_replacing(body, new))
 
     kopf.timer(*resource, registry=registry, interval=config.observe_interval, initial_delay=1.0,
                sharp=False, idle=0, id="observe")(observe)
@@ -109,6 +110,12 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
             if event["type"] == "MODIFIED" and contains(dict(body), wanted):
                 return
             await reconciler.reconcile(memo.ctx, ms, logger, trigger="child")
+
+
+def _replacing(body: kopf.Body, new: dict[str, Any]) -> dict[str, Any]:
+    """The status patch: a merge patch keeps what it does not name, so a field the new status
+    no longer has (an upgrade that ended) is removed explicitly."""
+    return {**{k: None for k in (body.get("status") or {}) if k not in new}, **new}
 
 
 def _rolling_out(body: kopf.Body, **_: Any) -> bool:

@@ -14,7 +14,7 @@ import aiohttp
 
 from scorestream.config import read_properties_text
 from scorestream.operator import topics
-from scorestream.operator.desired import Names
+from scorestream.operator.desired import CONFIG_HASH_ANNOTATION, Names
 from scorestream.operator.kube import Kube
 from scorestream.operator.spec import ModelServingSpec
 from scorestream.operator.status import DriverState, JobReport
@@ -34,7 +34,8 @@ async def driver_state(kube: Kube, names: Names) -> DriverState:
                f" (exit code {terminated.get('exitCode')})"
     return DriverState(exists=True, ready=bool(main.get("ready")), restarts=int(main.get("restartCount", 0)),
                        waiting_reason=waiting.get("reason"), last_termination=last,
-                       terminating=bool(pod.get("metadata", {}).get("deletionTimestamp")))
+                       terminating=bool(pod.get("metadata", {}).get("deletionTimestamp")),
+                       config_hash=(pod.get("metadata", {}).get("annotations") or {}).get(CONFIG_HASH_ANNOTATION))
 
 
 async def job_report(endpoint: str, timeout: float = 3.0) -> JobReport:

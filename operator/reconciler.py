@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from scorestream.operator import desired, metrics, observer, publish, rollout, scaling, status
+from scorestream.operator import desired, metrics, observer, publish, rollout, scaling, status, upgrade
 from scorestream.operator.kube import Kube, KubeError, NotOwned
 from scorestream.operator.settings import OperatorConfig
 from scorestream.operator.spec import ModelServingSpec
@@ -102,8 +102,22 @@ async def _reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger 
         # No driver until the data topic exists: it would only crash-loop.
         run = report.data_topic_exists is not False
 
+    names = desired.Names(name, namespace)
+    observed.driver = await observer.driver_state(ctx.kube, names)
+    if observed.driver.exists or ctx.config.endpoint_template:
+        observed.job = await observer.job_report(observer.endpoint_of(names, ctx.config.endpoint_template))
+
+    # A changed job configuration that did not become ready in time: run the last stable spec.
+    verdict = upgrade.assess(name, namespace, spec, body.get("spec") or {}, observed.generation, previous,
+                             observed.driver.config_hash, observed.driver.ready and observed.job.ready,
+                             time.time(), status._now())
+    observed.last_stable, observed.upgrade = verdict.last_stable, verdict.upgrade
+    if verdict.event and trigger != "child":
+        (kopf.warn if verdict.event[0] == "UpgradeRolledBack" else kopf.info)(
+            body, reason=verdict.event[0], message=verdict.event[1][:1000])
+    rendered = {**body, "spec": verdict.run_spec} if verdict.run_spec is not None else body
     try:
-        for obj in desired.desired_objects(body, run=run):
+        for obj in desired.desired_objects(rendered, run=run):
             result = await ctx.kube.apply(obj)
             if result == "created":
                 logger.info("created %s", observer.summary(obj))
@@ -111,11 +125,6 @@ async def _reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger 
                 kopf.warn(body, reason="DriftRepaired", message=f"{observer.summary(obj)} was changed or deleted; restored")
     except (KubeError, NotOwned) as e:
         observed.apply_error = str(e)
-
-    names = desired.Names(name, namespace)
-    observed.driver = await observer.driver_state(ctx.kube, names)
-    if observed.driver.exists or ctx.config.endpoint_template:
-        observed.job = await observer.job_report(observer.endpoint_of(names, ctx.config.endpoint_template))
 
     if spec.model and run and props is not None and trigger != "child":
         await _roll_model(ctx, body, spec, props, previous, observed)
@@ -224,6 +233,6 @@ def _post_transitions(body: dict[str, Any], previous: dict[str, Any], new: dict[
         bad = (cond["type"] == "Degraded" and cond["status"] == "True") or \
               (cond["type"] != "Degraded" and cond["status"] == "False" and cond["reason"] not in
                ("DriverCreating", "DriverStarting", "JobNotReady", "NoModel", "RollingOut", "Suspended",
-                "CanaryAnalysis", "ShadowAnalysis"))
+                "CanaryAnalysis", "ShadowAnalysis", "Upgrading"))
         message = f"{cond['type']}={cond['status']}: {cond['message']}".rstrip(": ")
         (kopf.warn if bad else kopf.info)(body, reason=cond["reason"], message=message[:1000])

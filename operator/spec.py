@@ -8,7 +8,7 @@ CEL rule against the same examples as the validator, so the two cannot drift apa
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -207,8 +207,17 @@ class ModelServingSpec(Strict):
     upgrade_mode: Literal["last-state", "stateless"] = Field("last-state", alias="upgradeMode")
     """How a changed job resumes: last-state from its checkpoint, stateless from the data
     consumer group's committed offsets with a fresh checkpoint."""
+    upgrade_timeout: str = Field("10m", alias="upgradeTimeout", json_schema_extra={"pattern": DURATION_PATTERN})
+    """How long a changed job may take to become ready before the operator runs the last stable
+    spec again (status.lastStableSpec) until the spec changes."""
     suspend: bool = False
     """Stop the job gracefully, keeping its position; false resumes."""
+
+    @field_validator("upgrade_timeout")
+    @classmethod
+    def _upgrade_timeout(cls, v: str) -> str:
+        duration_seconds(v)
+        return v
 
 
 # --- status -------------------------------------------------------------------------------------
@@ -341,6 +350,25 @@ class AutoscalingStatus(Strict):
     """Recent recommendations (the stabilization window's memory)."""
 
 
+class StableSpec(Strict):
+    generation: int = Field(ge=0)
+    """The generation whose spec it is."""
+    spec: dict[str, Any] = Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
+    """The spec under which the job last ran ready."""
+
+
+class UpgradeStatus(Strict):
+    generation: int = Field(ge=0)
+    """The generation being rolled out."""
+    phase: Literal["Upgrading", "Failed"]
+    """Upgrading (the driver rolls to the new configuration) or Failed (not ready in time: the
+    last stable spec runs until the spec changes)."""
+    started_at: str = Field(alias="startedAt")
+    """When the upgrade started (RFC 3339)."""
+    message: str = ""
+    """What is happening, or why it failed."""
+
+
 class ConsumerGroups(Strict):
     data: str
     """The data topic's consumer group; its lag is the job's backlog."""
@@ -371,6 +399,10 @@ class ModelServingStatus(Strict):
     """The executors asked of the job, and how they change."""
     autoscaling: AutoscalingStatus | None = None
     """The autoscaler's last decision (with spec.autoscaling)."""
+    last_stable_spec: StableSpec | None = Field(None, alias="lastStableSpec")
+    """The spec under which the job last ran ready: what a failed upgrade goes back to."""
+    upgrade: UpgradeStatus | None = None
+    """A job upgrade in progress, or the one that failed."""
 
 
 def transition_errors(old: ModelServingSpec, new: ModelServingSpec) -> list[str]:

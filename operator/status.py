@@ -28,6 +28,7 @@ class DriverState:
     waiting_reason: str | None = None
     last_termination: str | None = None  # "<reason>: <message> (exit code N)"
     terminating: bool = False  # deleted, stopping gracefully
+    config_hash: str | None = None  # the job configuration it runs (its pod template's annotation)
 
 
 @dataclass
@@ -63,6 +64,8 @@ class Observed:
     plan: rollout.Plan | None = None  # the rollout step taken by this reconcile (sent, or nothing to send)
     scaling: dict[str, Any] | None = None  # status.scaling, as decided and carried out
     autoscaling: dict[str, Any] | None = None  # status.autoscaling
+    last_stable: dict[str, Any] | None = None  # status.lastStableSpec
+    upgrade: dict[str, Any] | None = None  # status.upgrade
 
 
 def _now() -> str:
@@ -128,6 +131,12 @@ def compute(name: str, namespace: str, observed: Observed, previous: dict[str, A
         conds["Ready"] = ("False", reason, msg)
         conds["Progressing"] = ("True", reason, msg)
         conds["Degraded"] = ("False", "Healthy", "")
+    upgrading = observed.upgrade or {}
+    if upgrading.get("phase") == "Failed" and not spec.suspend and not observed.apply_error:
+        conds["Degraded"] = ("True", "UpgradeFailed", upgrading.get("message", ""))
+        conds["Progressing"] = ("False", "UpgradeRolledBack", upgrading.get("message", ""))
+    elif upgrading.get("phase") == "Upgrading" and not spec.suspend and not observed.apply_error:
+        conds["Progressing"] = ("True", "Upgrading", upgrading.get("message", ""))
     if observed.topics_error and "Degraded" in conds and conds["Degraded"][0] == "False":
         conds["Degraded"] = ("True", "TopicsUnavailable", observed.topics_error)
 
@@ -198,6 +207,8 @@ def compute(name: str, namespace: str, observed: Observed, previous: dict[str, A
         "driver": desired.Names(name, namespace).endpoint,
         "scaling": observed.scaling or (previous or {}).get("scaling"),
         "autoscaling": observed.autoscaling if spec.autoscaling else None,
+        "lastStableSpec": observed.last_stable,
+        "upgrade": observed.upgrade,
     }
     # The status model is the schema: what we write must pass it.
     return s.ModelServingStatus.model_validate(status).model_dump(by_alias=True, exclude_none=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -302,6 +303,19 @@ def _offsets(raw) -> dict:
     return json.loads(raw) if isinstance(raw, str) else raw
 
 
+def forget_old_checkpoints(config: JobConfig) -> list[Path]:
+    """Stateless mode: the checkpoints of earlier configurations are of no use any more."""
+    own = Path(config.checkpoint_location)
+    if config.upgrade_mode != "stateless" or "://" in config.checkpoint_location or not own.parent.is_dir():
+        return []
+    old = [p for p in own.parent.glob("stateless-*") if p.is_dir() and p != own]
+    for p in old:
+        shutil.rmtree(p, ignore_errors=True)
+        log.info("removed the stateless checkpoint of an earlier configuration: %s", p)
+    return old
+
+
 def main(config: JobConfig) -> int:
     Path(config.work_dir).mkdir(parents=True, exist_ok=True)
+    forget_old_checkpoints(config)
     return ServingJob(config).run()

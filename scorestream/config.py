@@ -177,6 +177,10 @@ class JobConfig(Strict):
     spark: SparkConfig = Field(default_factory=SparkConfig)
     http: HttpConfig = Field(default_factory=HttpConfig)
     checkpoint_location: str = Field(alias="checkpointLocation", min_length=1)
+    # last-state: a restarted job resumes from its checkpoint. stateless: each configuration has a
+    # checkpoint of its own and starts from the data group's committed offsets; older stateless
+    # checkpoints next to it are removed at start.
+    upgrade_mode: Literal["last-state", "stateless"] = Field("last-state", alias="upgradeMode")
     # Scratch space for model files handed to executors.
     work_dir: str = Field("/tmp/scorestream", alias="workDir", min_length=1)
     # How long the driver waits for the models topic replay before it gives up starting.

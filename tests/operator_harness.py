@@ -153,9 +153,12 @@ def driver_pod(api, name="wine", ready=True, waiting=None, restarts=0):
         status["state"] = {"waiting": {"reason": waiting}}
         status["lastState"] = {"terminated": {"reason": "Error", "message": "Exception: bootstrap failed",
                                               "exitCode": 1}}
+    # As the StatefulSet controller makes it: from the current pod template (its annotations).
+    sts = obj(api, "apps/v1/statefulsets", f"{name}-driver") or {}
+    annotations = sts.get("spec", {}).get("template", {}).get("metadata", {}).get("annotations", {})
     api.objects["v1/pods", NS, f"{name}-driver-0"] = {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": f"{name}-driver-0", "namespace": NS, "uid": str(uuid.uuid4())},
+        "metadata": {"name": f"{name}-driver-0", "namespace": NS, "uid": str(uuid.uuid4()), "annotations": annotations},
         "status": {"containerStatuses": [status]},
     }
 

@@ -163,7 +163,7 @@ async def test_rbac_allows_every_call_the_operator_makes_and_nothing_it_does_not
         body["spec"]["kafka"]["secretRef"] = {"name": "kafka-client"}
         await apply(api, body)
         await until(lambda: obj(api, "apps/v1/statefulsets", "wine-driver"), what="the driver StatefulSet")
-        body["spec"]["replicas"] = 3
+        body["spec"]["spark"]["triggerInterval"] = "2s"  # a job change: the driver's template changes
         await apply(api, body)
         await until(lambda: (obj(api, MS, "wine").get("status") or {}).get("observedGeneration") == 2, what="gen 2")
         await api.kube.request("DELETE", f"/api/v1/namespaces/{NS}/configmaps/wine-job")

@@ -305,3 +305,48 @@ async def test_reconcile_latency(api, operator, job, broker, topics, capsys):
         print(f"\nreconcile latency over {len(latencies)} changes: median {statistics.median(latencies) * 1000:.0f} ms,"
               f" p99 {latencies[98] * 1000:.0f} ms (median of the first 25: {first * 1000:.0f} ms,"
               f" of the last 25: {last * 1000:.0f} ms)")
+
+
+def template_hash(api):
+    return obj(api, "apps/v1/statefulsets", "wine-driver")["spec"]["template"]["metadata"]["annotations"][
+        "scorestream.dev/config-hash"]
+
+
+def event(api, reason):
+    return next((o.raw for k, o in list(api.objects.items()) if k[0].plural == "events"
+                 and o.raw.get("reason") == reason), None)
+
+
+async def test_an_upgrade_that_never_gets_ready_runs_the_last_stable_spec_again(api, operator, job, broker, topics):
+    create_topics(broker.bootstrap, {topics["dataTopic"]: 2})
+    body = resource(topics, broker, upgradeTimeout="2s")
+    await apply(api, body)
+    await until(lambda: obj(api, "apps/v1/statefulsets", "wine-driver"), what="driver")
+    driver_pod(api)  # runs generation 1's configuration, ready
+    await until(lambda: (obj(api, MS, "wine").get("status") or {}).get("lastStableSpec"), what="a stable spec")
+    stable_hash = template_hash(api)
+
+    body["spec"]["spark"]["triggerInterval"] = "5s"  # a job change: the driver rolls
+    await apply(api, body)
+    await until(lambda: template_hash(api) != stable_hash, what="the driver rolled")
+    job.ready = False
+    driver_pod(api, ready=False)  # the new driver never gets ready
+    await until(lambda: (obj(api, MS, "wine")["status"].get("upgrade") or {}).get("phase") == "Failed",
+                timeout=30, what="the upgrade failed")
+    assert template_hash(api) == stable_hash, "the last stable configuration runs again"
+    st = obj(api, MS, "wine")["status"]
+    assert st["lastStableSpec"]["generation"] == 1 and st["lastStableSpec"]["spec"]["spark"]["triggerInterval"] == "1s"
+    assert condition(api, "wine", "Degraded")["reason"] == "UpgradeFailed"
+    assert obj(api, MS, "wine")["spec"]["spark"]["triggerInterval"] == "5s", "the operator never writes spec"
+    await until(lambda: event(api, "UpgradeRolledBack"), what="UpgradeRolledBack event")
+
+    # The next change is tried again, and this time the driver gets ready.
+    body["spec"]["spark"]["triggerInterval"] = "2s"
+    await apply(api, body)
+    await until(lambda: template_hash(api) not in (stable_hash,), what="the driver rolled again")
+    job.ready = True
+    driver_pod(api)
+    await until(lambda: (obj(api, MS, "wine")["status"].get("lastStableSpec") or {}).get("generation") == 3,
+                what="generation 3 stable")
+    assert "upgrade" not in obj(api, MS, "wine")["status"]
+    await until(lambda: event(api, "Upgraded"), what="Upgraded event")
