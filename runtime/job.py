@@ -77,6 +77,7 @@ class ServingJob:
         self._tables: tuple[int, str] | None = None
         self._protobuf: dict | None = None
         self._committed_batch = -1
+        self._last_batch = -1  # the last micro-batch this job wrote
         self._failure: str | None = None
         self.executors: ExecutorControl | None = None
         self.http = StatusServer(config.http.host, config.http.port, self.stats, self._ready, lambda: self.executors)
@@ -195,6 +196,7 @@ class ServingJob:
             started = time.monotonic()
             metrics = pipeline.write(frame, {"kafka.bootstrap.servers": c.bootstrap_servers, **self._client_options()})
             self.stats.add_batch(metrics, snap, time.monotonic() - started)
+            self._last_batch = batch_id
             log.info("batch %d: %d records in %.2fs", batch_id, metrics.get("in") or 0, time.monotonic() - started)
 
     def _protobuf_fields(self) -> dict | None:
@@ -229,10 +231,19 @@ class ServingJob:
             return 1
         return 0
 
-    def _graceful_stop(self) -> None:
+    def _graceful_stop(self, timeout: float = 60.0) -> None:
         # Wait for a batch in flight; a batch not yet started sees the flag and is not run.
         with self._batch_lock:
-            pass
+            last = self._last_batch
+        # Spark records a batch as done (its commit log) after foreachBatch returns and before it
+        # reports the batch's progress. Stopping in between would redo the batch on restart:
+        # every record of it written twice. Wait for the report first.
+        deadline = time.monotonic() + timeout
+        while last >= 0 and self.query.isActive and time.monotonic() < deadline:
+            progress = self.query.lastProgress
+            if progress and progress["batchId"] >= last:
+                break
+            time.sleep(0.05)
         self.query.stop()
 
     def _after_progress(self) -> None:
