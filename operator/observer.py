@@ -67,7 +67,7 @@ async def job_report(endpoint: str, timeout: float = 3.0) -> JobReport:
 
 
 async def scale_executors(endpoint: str, total: int, timeout: float = 30.0) -> dict[str, Any]:
-    """Ask the job for `total` executors (it answers once the request is with the cluster manager)."""
+    """Ask the job for `total` executors (it records the total and applies it in the background)."""
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
         async with session.post(f"{endpoint}/executors", json={"total": total}) as r:
             answer = await r.json()

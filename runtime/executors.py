@@ -6,6 +6,10 @@ micro-batch spreads over the executors it finds. Executors are removed only betw
 (the batch lock is held), so no task of a batch dies with its executor and nothing is written
 twice. Local mode has no executors to change: `live` is False, and the operator restarts the job
 from its checkpoint instead.
+
+A request only records the total; one thread applies it. Applying may wait for a micro-batch to
+end and for the cluster manager's answer, and neither the HTTP endpoint the operator calls nor
+the loop that watches the query may wait that long.
 """
 
 from __future__ import annotations
@@ -24,37 +28,42 @@ class ExecutorControl:
         self.batch_lock = batch_lock
         self.target: int | None = None
         self.requested_at: float | None = None
+        self.applied: int | None = None  # the total last handed to the cluster manager
+        self.error: str | None = None
+        # Executors asked to go: Spark lists them for a few seconds more, and asking the cluster
+        # manager to kill one twice can block on its answer until the RPC timeout (seen: minutes).
+        self._killed: set[str] = set()
+        self._wake = threading.Event()
+        self._closed = False
         self._jvm = spark.sparkContext._jvm.dev.scorestream.jvm.Executors if self.live else None
+        if self.live:
+            threading.Thread(target=self._apply_loop, name="executor-control", daemon=True).start()
 
     def _sc(self):
         return self.spark.sparkContext._jsc.sc()
 
-    def running(self) -> int:
-        """Executors registered now (1 in local mode: the driver's own)."""
-        if not self.live:
-            return 1
-        return max(0, self._sc().getExecutorMemoryStatus().size() - 1)
-
     def ids(self) -> list[str]:
-        return list(self._jvm.ids(self._sc())) if self.live else ["driver"]
+        """The executors registered and not asked to go."""
+        if not self.live:
+            return ["driver"]
+        listed = list(self._jvm.ids(self._sc()))
+        self._killed &= set(listed)  # gone for good: forget them
+        return [i for i in listed if i not in self._killed]
+
+    def running(self) -> int:
+        """Executors running now (1 in local mode: the driver's own)."""
+        return len(self.ids())
 
     def scale_to(self, total: int) -> dict:
-        """Ask for `total` executors. More: requested from the cluster manager. Fewer: the newest
-        are killed between two micro-batches."""
+        """Ask for `total` executors; applied in the background. More: requested from the cluster
+        manager. Fewer: the newest are killed between two micro-batches."""
         if total < 0:
             raise ValueError("an executor total cannot be negative")
         if not self.live:
             return self.describe() | {"accepted": False, "reason": "local mode has no executors to change"}
-        with self.batch_lock:  # between batches: no task runs on an executor we remove
-            ids = self.ids()
-            ok = bool(self._jvm.requestTotal(self._sc(), total))
-            extra = sorted(ids, key=lambda i: (len(i), i))[total:] if total < len(ids) else []
-            if extra:
-                ok = bool(self._jvm.kill(self._sc(), ",".join(extra))) and ok
-            self.target, self.requested_at = total, time.time()
-        log.info("executors: %d running, %d requested%s", len(ids), total,
-                 f" (removing {', '.join(extra)})" if extra else "")
-        return self.describe() | {"accepted": ok}
+        self.target, self.requested_at = total, time.time()
+        self._wake.set()
+        return self.describe() | {"accepted": True}
 
     def enforce(self, settle: float = 5.0) -> None:
         """Keep the asked total: a cluster manager may start more executors than asked before the
@@ -62,8 +71,39 @@ class ExecutorControl:
         if not self.live or self.target is None or time.time() - (self.requested_at or 0) < settle:
             return
         if self.running() > self.target:
-            self.scale_to(self.target)
+            self._wake.set()
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+
+    def _apply_loop(self) -> None:
+        while not self._closed:
+            self._wake.wait()
+            self._wake.clear()
+            if self._closed or self.target is None:
+                continue
+            try:
+                self.error = self._apply(self.target)
+            except Exception as e:  # py4j errors while the context stops; the next request retries
+                self.error = str(e).splitlines()[0]
+                log.warning("applying %s executors failed: %s", self.target, self.error)
+
+    def _apply(self, total: int) -> str | None:
+        ids = sorted(self.ids(), key=lambda i: (len(i), i))
+        extra = ids[total:]
+        ok = True
+        if extra:
+            with self.batch_lock:  # between batches: no task runs on an executor we remove
+                ok = bool(self._jvm.kill(self._sc(), ",".join(extra)))
+                self._killed.update(extra)
+        # After the kill, which lowers Spark's target by as many: the total asked is what counts.
+        ok = bool(self._jvm.requestTotal(self._sc(), total)) and ok
+        self.applied = total
+        log.info("executors: %d running, %d requested%s", len(ids), total,
+                 f" (removing {', '.join(extra)})" if extra else "")
+        return None if ok else f"the cluster manager did not take a total of {total}"
 
     def describe(self) -> dict:
-        return {"live": self.live, "running": self.running(), "target": self.target,
-                "requestedAt": self.requested_at}
+        return {"live": self.live, "running": self.running(), "target": self.target, "applied": self.applied,
+                "requestedAt": self.requested_at, "error": self.error}

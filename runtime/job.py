@@ -303,6 +303,8 @@ class ServingJob:
             self.follower.stop()
         if hasattr(self, "_committer"):
             self._committer.close()
+        if self.executors is not None:
+            self.executors.close()
         if self.spark is not None:
             self.spark.stop()
         self.http.stop()

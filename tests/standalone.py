@@ -10,6 +10,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from scorestream.demo.broker import free_port
 
 
@@ -61,3 +63,16 @@ class StandaloneCluster:
                 p.wait(20)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = StandaloneCluster(tmp_path_factory.mktemp("standalone")).start()
+    yield c
+    c.stop()
+
+
+def standalone_conf(executors: int = 1) -> dict[str, str]:
+    """A job's Spark settings for the loopback cluster: executors of one core."""
+    return {"spark.executor.cores": "1", "spark.executor.memory": "512m", "spark.executor.instances": str(executors),
+            "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
