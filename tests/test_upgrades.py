@@ -16,7 +16,9 @@ from streaming import Stream
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
 
-def upgrade(s, mode, capsys):
+def upgrade(s, mode, capsys, failing: dict | None = None):
+    """Stop a job mid-stream and start the next configuration. With `failing`, the next one never
+    gets ready, and the last stable configuration starts again, as the operator rolls back."""
     s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml(feed.wine_rows())))
     first = {"upgradeMode": mode}
     second = {"upgradeMode": mode, "spark": {"triggerInterval": "1s"}}  # the change being rolled out
@@ -29,6 +31,11 @@ def upgrade(s, mode, capsys):
     job.wait_records(1500)
     t0 = time.monotonic()
     assert job.stop() == 0  # SIGTERM: the batch in flight completes, its offsets are committed
+    if failing:
+        bad = s.start(**first, **failing)
+        with pytest.raises(RuntimeError, match="job exited"):
+            bad.wait_ready(timeout=120)
+        second = first
     job = s.start(**second).wait_ready()
     gap = time.monotonic() - t0
     before = job.get("/stats")["totals"]["recordsIn"]
@@ -47,7 +54,7 @@ def upgrade(s, mode, capsys):
     missing = sent - len(set(keys))
     duplicates = len(keys) - len(set(keys))
     with capsys.disabled():
-        print(f"\nupgrade {mode}: {sent} records across the upgrade, {missing} missing, {duplicates} written twice; "
+        print(f"\n{'failed upgrade rolled back' if failing else 'upgrade'} {mode}: {sent} records across the upgrade, {missing} missing, {duplicates} written twice; "
               f"driver down {gap:.1f} s")
     assert missing == 0 and not s.read("dlq", idle=1.0)
     assert job.stop() == 0
@@ -65,3 +72,9 @@ def test_stateless_upgrade_starts_from_the_committed_offsets_with_a_fresh_checkp
     assert upgrade(s, "stateless", capsys) == 0
     # The first configuration's checkpoint is gone; the second's is there.
     assert sorted(os.listdir(s.workdir / "ckpt")) == ["stateless-bbbb"]
+
+
+@pytest.mark.timeout(600)
+def test_a_failed_upgrade_rolled_back_to_the_last_stable_configuration_loses_nothing(serving, capsys):
+    failing = {"input": {"format": "protobuf", "protobuf": {"messageType": "scorestream.NoSuchMessage"}}}
+    assert upgrade(serving(partitions=2), "last-state", capsys, failing) == 0
