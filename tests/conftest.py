@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from scorestream.config import JobConfig
-from scorestream.demo import feed
+from scorestream.demo import feed, models
 from scorestream.demo.broker import EmbeddedBroker, create_topics, free_port
 from scorestream.demo.process import JobProcess, read_topic
 
@@ -55,6 +55,12 @@ class Serving:
         self.overrides = config
         self.jobs: list[JobProcess] = []
         self.checkpoint = str(workdir / "checkpoint")
+
+    @property
+    def resource_topics(self) -> dict[str, str]:
+        """The topics as spec.kafka names them."""
+        t = self.topics
+        return {"dataTopic": t["data"], "outputTopic": t["out"], "deadLetterTopic": t["dlq"], "modelsTopic": t["models"]}
 
     def config(self, **extra) -> JobConfig:
         raw = {
@@ -122,3 +128,15 @@ def serving(broker, tmp_path):
     for s in made:
         s.close()
 
+
+
+@pytest.fixture(scope="session")
+def demo_models():
+    """The demo's models as descriptors (trained on the packaged wine data), built once."""
+    rows = feed.wine_rows()
+    return {
+        "tree": models.descriptor("tree", "1", "pmml", models.tree_pmml(rows)),
+        "linear": models.descriptor("linear", "2", "pmml", models.linear_pmml(rows)),
+        "keras": models.descriptor("keras", "3", "tensorflow", models.keras_savedmodel_zip(rows, epochs=3)),
+        "shallow": models.descriptor("shallow", "4", "pmml", models.tree_pmml(rows, max_depth=2)),
+    }

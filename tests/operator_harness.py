@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import threading
 import time
 import uuid
@@ -16,9 +17,13 @@ import pytest
 import pytest_asyncio
 import yaml
 
+from scorestream.config import JobConfig
+from scorestream.demo.broker import free_port
+from scorestream.demo.process import JobProcess
 from scorestream.operator import spec as s
 from scorestream.operator.handlers import operator_scope, register
 from scorestream.operator.kube import Kube
+from scorestream.operator.settings import OperatorConfig
 
 from admission import admit
 from kmock_compat import Emulator
@@ -88,6 +93,41 @@ class Operator:
             # waits forever for credentials; the real operator exits after cleanup
             # (handlers.register's exit_after_cleanup). Here: cancel it.
             await self.kill()
+
+
+class Operated:
+    """An operator against the emulated API that reads the job's endpoint, and the job it runs as
+    a local process standing in for the driver pod; both stopped at the end."""
+
+    def __init__(self, api, **config):
+        self.api, self.port, self.job = api, free_port(), None
+        self.op = Operator(api, OperatorConfig(allNamespaces=True, endpointTemplate=f"http://127.0.0.1:{self.port}",
+                                               **config))
+
+    async def __aenter__(self) -> "Operated":
+        await self.op.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        if self.job is not None:
+            self.job.kill()
+        await self.op.stop()
+
+    async def start_job(self, workdir: Path, master: str = "local[2]", conf: dict | None = None,
+                        **overrides) -> JobProcess:
+        """Run the ConfigMap the operator wrote, on `master` instead of the cluster's; the driver
+        pod then reports ready, as the kubelet would."""
+        await until(lambda: obj(self.api, "v1/configmaps", "wine-job"), what="the job's ConfigMap")
+        raw = json.loads(obj(self.api, "v1/configmaps", "wine-job")["data"]["job.json"])
+        raw["spark"].update(master=master, conf=conf or {})
+        for section, values in overrides.items():
+            raw[section].update(values)
+        raw.update(http={"host": "127.0.0.1", "port": self.port}, checkpointLocation=str(workdir / "checkpoint"),
+                   workDir=str(workdir / "work"))
+        self.job = JobProcess(JobConfig.model_validate(raw), workdir, "job.log").start()
+        await asyncio.to_thread(self.job.wait_ready, 240)
+        driver_pod(self.api)
+        return self.job
 
 
 @pytest.fixture

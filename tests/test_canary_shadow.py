@@ -8,22 +8,11 @@ import zlib
 import pytest
 
 from scorestream.api.descriptor import CandidateRole
-from scorestream.demo import feed, models
+from scorestream.demo import feed
 
 from streaming import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
-
-
-@pytest.fixture(scope="module")
-def demo_models():
-    rows = feed.wine_rows()
-    return {
-        "tree": models.descriptor("tree", "1", "pmml", models.tree_pmml(rows)),
-        "linear": models.descriptor("linear", "2", "pmml", models.linear_pmml(rows)),
-        "shallow": models.descriptor("shallow", "3", "pmml", models.tree_pmml(rows, max_depth=2)),
-        "keras": models.descriptor("keras", "4", "tensorflow", models.keras_savedmodel_zip(rows, epochs=3)),
-    }
 
 
 def as_candidate(d, strategy, percent=0.0):
@@ -37,12 +26,18 @@ def produced(s, job, start, count, before):
     return job.wait_records(before + count)
 
 
-def test_canary_routes_its_share_by_key_and_is_withdrawn(serving, demo_models):
-    s = serving()
+def with_candidate(s, demo_models, name, strategy, percent=0.0):
+    """A job serving the tree model with `name` installed as its candidate."""
     s.publish(demo_models["tree"])
     job = s.start().wait_ready()
-    s.publish(as_candidate(demo_models["linear"], "Canary", 10))
-    wait_until(lambda: "wine" in job.get("/models")["candidates"], what="the canary installed")
+    s.publish(as_candidate(demo_models[name], strategy, percent))
+    wait_until(lambda: "wine" in job.get("/models")["candidates"], what=f"the {strategy.lower()} installed")
+    return job
+
+
+def test_canary_routes_its_share_by_key_and_is_withdrawn(serving, demo_models):
+    s = serving()
+    job = with_candidate(s, demo_models, "linear", "Canary", 10)
     n = 20_000
     stats = produced(s, job, 0, n, 0)
     # The same keys again: each must meet the version it met the first time.
@@ -80,10 +75,7 @@ def test_canary_routes_its_share_by_key_and_is_withdrawn(serving, demo_models):
 
 def test_promoting_the_canary_serves_it_everywhere(serving, demo_models):
     s = serving()
-    s.publish(demo_models["tree"])
-    job = s.start().wait_ready()
-    s.publish(as_candidate(demo_models["linear"], "Canary", 50))
-    wait_until(lambda: "wine" in job.get("/models")["candidates"], what="the canary installed")
+    job = with_candidate(s, demo_models, "linear", "Canary", 50)
     s.publish(demo_models["linear"])  # promotion: the same model as the serving one
     wait_until(lambda: job.get("/models")["serving"]["wine"]["name"] == "linear", what="linear serving")
     assert job.get("/models")["candidates"] == {}, "a promoted candidate is no longer a candidate"
@@ -95,10 +87,7 @@ def test_promoting_the_canary_serves_it_everywhere(serving, demo_models):
 @pytest.mark.parametrize("candidate, kind", [("shallow", "classifier"), ("keras", "tensorflow")])
 def test_shadow_scores_every_record_and_writes_none(serving, demo_models, candidate, kind):
     s = serving()
-    s.publish(demo_models["tree"])
-    job = s.start().wait_ready()
-    s.publish(as_candidate(demo_models[candidate], "Shadow"))
-    wait_until(lambda: "wine" in job.get("/models")["candidates"], what="the shadow installed")
+    job = with_candidate(s, demo_models, candidate, "Shadow")
     n = 3_000
     stats = produced(s, job, 0, n, 0)
     out = s.outputs(expect=n)

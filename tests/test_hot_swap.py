@@ -4,21 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from scorestream.demo import feed, models
+from scorestream.demo import feed
 
 from streaming import Stream, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
-
-
-@pytest.fixture(scope="module")
-def demo_models():
-    rows = feed.wine_rows()
-    return {
-        "tree": models.descriptor("tree", "1", "pmml", models.tree_pmml(rows)),
-        "linear": models.descriptor("linear", "2", "pmml", models.linear_pmml(rows)),
-        "keras": models.descriptor("keras", "3", "tensorflow", models.keras_savedmodel_zip(rows, epochs=3)),
-    }
 
 
 def test_swap_mid_stream_never_mixes_versions_in_a_batch(serving, demo_models):

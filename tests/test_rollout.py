@@ -11,13 +11,9 @@ import time
 
 import pytest
 
-from scorestream.config import JobConfig
 from scorestream.demo import feed, models
-from scorestream.demo.broker import free_port
-from scorestream.demo.process import JobProcess
-from scorestream.operator.settings import OperatorConfig
 
-from operator_harness import MS, Operator, api, apply, condition, driver_pod, obj, resource, until  # noqa: F401
+from operator_harness import MS, Operated, api, apply, condition, obj, resource, until  # noqa: F401
 from streaming import Stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
@@ -46,15 +42,6 @@ def model(artifacts, name, version):
     return {"name": f"wine-{name}", "version": str(version), **artifacts[name]}
 
 
-def job_config_from_operator(api, port, workdir) -> JobConfig:
-    """The ConfigMap the operator wrote, run locally: Spark local instead of the cluster."""
-    raw = json.loads(obj(api, "v1/configmaps", "wine-job")["data"]["job.json"])
-    raw["spark"].update(master="local[2]", conf={})
-    raw.update(http={"host": "127.0.0.1", "port": port}, checkpointLocation=str(workdir / "checkpoint"),
-               workDir=str(workdir / "work"))
-    return JobConfig.model_validate(raw)
-
-
 def serving_now(api):
     return ((obj(api, MS, "wine") or {}).get("status") or {}).get("model", {}).get("current") or {}
 
@@ -75,25 +62,15 @@ async def scored(job, name, version):
 @pytest.mark.timeout(900)
 async def test_immediate_rollouts_are_published_confirmed_and_rolled_back(api, broker, serving, artifacts, tmp_path, capsys):
     s = serving(partitions=2)
-    topics = {"dataTopic": s.topics["data"], "outputTopic": s.topics["out"], "deadLetterTopic": s.topics["dlq"],
-              "modelsTopic": s.topics["models"]}
-    port = free_port()
     # Observing as rarely as in production relative to the trigger; rollouts are confirmed by
     # their own poll (0.25 s here, 1 s by default).
-    op = Operator(api, OperatorConfig(allNamespaces=True, observeInterval=5, rolloutPoll=0.25,
-                                      endpointTemplate=f"http://127.0.0.1:{port}"))
-    await op.start()
-    job = None
-    try:
-        body = resource(topics, broker, model=model(artifacts, "tree", 1))
+    async with Operated(api, observeInterval=5, rolloutPoll=0.25) as run:
+        body = resource(s.resource_topics, broker, model=model(artifacts, "tree", 1))
         body["spec"]["input"] = {"format": "json", "fields": list(feed.WINE_COLUMNS)}
         body["spec"]["spark"]["triggerInterval"] = "500ms"
         await apply(api, body)
-        await until(lambda: obj(api, "v1/configmaps", "wine-job"), what="the job's ConfigMap")
         # The operator published spec.model before the job ever ran: the job restores it.
-        job = JobProcess(job_config_from_operator(api, port, tmp_path), tmp_path, "job.log").start()
-        await asyncio.to_thread(job.wait_ready)
-        driver_pod(api)  # what the kubelet would report for the running driver
+        job = await run.start_job(tmp_path)
         await rolled_out(api, "wine-tree", 1)
 
         stream = Stream(s, total=10**9, chunk=100, pause=0.1)  # ~1,000 records/s until stopped
@@ -144,10 +121,6 @@ async def test_immediate_rollouts_are_published_confirmed_and_rolled_back(api, b
                   f"(PMML {statistics.median([d for d, (n, _) in zip(durations, plan) if n != 'keras']):.2f} s, "
                   f"TensorFlow {durations[1]:.2f} s)")
         assert job.stop() == 0
-    finally:
-        if job is not None:
-            job.kill()
-        await op.stop()
 
 
 def events(api, reason):
@@ -162,24 +135,14 @@ def trial(api):
 async def test_a_canary_is_promoted_by_its_figures_and_a_failing_one_rolled_back(api, broker, serving, artifacts,
                                                                                 tmp_path, capsys):
     s = serving(partitions=2)
-    topics = {"dataTopic": s.topics["data"], "outputTopic": s.topics["out"], "deadLetterTopic": s.topics["dlq"],
-              "modelsTopic": s.topics["models"]}
-    port = free_port()
-    op = Operator(api, OperatorConfig(allNamespaces=True, observeInterval=5, rolloutPoll=0.25,
-                                      endpointTemplate=f"http://127.0.0.1:{port}"))
-    await op.start()
-    job = None
-    try:
-        body = resource(topics, broker, model=model(artifacts, "tree", 1))
+    async with Operated(api, observeInterval=5, rolloutPoll=0.25) as run:
+        body = resource(s.resource_topics, broker, model=model(artifacts, "tree", 1))
         body["spec"]["input"] = {"format": "json"}
         body["spec"]["spark"]["triggerInterval"] = "500ms"
         body["spec"]["rollout"] = {"strategy": "Canary", "canary": {
             "percent": 20, "minRecords": 500, "promoteAfter": "3s", "maxErrorRate": 0.01, "maxLatencyRatio": 100}}
         await apply(api, body)
-        await until(lambda: obj(api, "v1/configmaps", "wine-job"), what="the job's ConfigMap")
-        job = JobProcess(job_config_from_operator(api, port, tmp_path), tmp_path, "job.log").start()
-        await asyncio.to_thread(job.wait_ready)
-        driver_pod(api)
+        job = await run.start_job(tmp_path)
         await rolled_out(api, "wine-tree", 1)  # the first model: nothing to compare with, immediate
 
         stream = Stream(s, total=10**9, chunk=100, pause=0.1)
@@ -232,7 +195,3 @@ async def test_a_canary_is_promoted_by_its_figures_and_a_failing_one_rolled_back
                   f"and serving in {promoted_after:.1f} s; failing canary rolled back in {rolled_back_after:.1f} s "
                   f"after {len(dlq)} dead-lettered records ({share:.2%} of the stream)")
         assert job.stop() == 0
-    finally:
-        if job is not None:
-            job.kill()
-        await op.stop()
