@@ -113,6 +113,12 @@ class Operated:
             self.job.kill()
         await self.op.stop()
 
+    async def restart_operator(self) -> None:
+        """Kill the operator wherever it is (not a graceful stop) and start a new one."""
+        await self.op.kill()
+        self.op = Operator(self.api, self.op.config)
+        await self.op.start()
+
     async def start_job(self, workdir: Path, master: str = "local[2]", conf: dict | None = None,
                         **overrides) -> JobProcess:
         """Run the ConfigMap the operator wrote, on `master` instead of the cluster's; the driver

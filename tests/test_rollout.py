@@ -30,6 +30,8 @@ def artifacts(tmp_path_factory):
     # A model of a field the records do not carry: it loads (the resource names no input fields
     # to check it against) and fails on every record it is given.
     made["broken"] = ("pmml", made["linear"][1].replace(b'"alcohol"', b'"alcohol_pct"'))
+    made["shallow"] = ("pmml", models.tree_pmml(rows, max_depth=2))  # a classifier to shadow the tree
+    made["corrupt"] = ("pmml", made["tree"][1][: len(made["tree"][1]) // 2])  # a truncated upload
     out = {}
     for name, (fmt, data) in made.items():
         path = folder / f"{name}.{'pmml' if fmt == 'pmml' else 'zip'}"
@@ -194,4 +196,78 @@ async def test_a_canary_is_promoted_by_its_figures_and_a_failing_one_rolled_back
             print(f"\ncanary (20%, minRecords 500, promoteAfter 3 s, trigger 500 ms): spec.model change -> promoted "
                   f"and serving in {promoted_after:.1f} s; failing canary rolled back in {rolled_back_after:.1f} s "
                   f"after {len(dlq)} dead-lettered records ({share:.2%} of the stream)")
+        assert job.stop() == 0
+
+
+def rollout_messages(s, rid):
+    return [m for m in s.read("models", None, idle=2.0) if dict(m.headers() or []).get("scorestream-rollout") == rid.encode()]
+
+
+@pytest.mark.timeout(600)
+async def test_a_shadow_reports_agreement_a_corrupt_artifact_is_refused_and_a_restarted_operator_publishes_once(
+        api, broker, serving, artifacts, tmp_path, capsys):
+    s = serving(partitions=2)
+    async with Operated(api, observeInterval=5, rolloutPoll=0.25) as run:
+        body = resource(s.resource_topics, broker, model=model(artifacts, "tree", 1))
+        body["spec"]["input"] = {"format": "json", "fields": list(feed.WINE_COLUMNS)}
+        body["spec"]["spark"]["triggerInterval"] = "500ms"
+        body["spec"]["rollout"] = {"strategy": "Shadow", "shadow": {"minRecords": 500, "maxLatencyRatio": 100}}
+        await apply(api, body)
+        job = await run.start_job(tmp_path)
+        await rolled_out(api, "wine-tree", 1)
+        stream = Stream(s, total=10**9, chunk=100, pause=0.1)
+        stream.start()
+        await scored(job, "tree", 1)
+
+        # Shadow: the candidate scores every record unseen; its agreement is in status.
+        body["spec"]["model"] = model(artifacts, "shallow", 2)
+        await apply(api, body)
+        await until(lambda: (trial(api).get("candidate") or {}).get("records", 0) >= 500
+                    and trial(api).get("agreement") is not None, timeout=120, what="the shadow's agreement")
+        shadow = trial(api)
+        assert shadow["strategy"] == "Shadow" and shadow["phase"] == "Analyzing", shadow
+        assert condition(api, "wine", "ModelReady")["reason"] == "ShadowAnalysis"
+        assert serving_now(api)["name"] == "wine-tree", "a shadow is never promoted by the operator"
+        assert 0.3 < shadow["agreement"] < 1.0, shadow  # two trees of one data set: often, not always alike
+        # The user promotes it: the same model, strategy Immediate.
+        body["spec"]["rollout"]["strategy"] = "Immediate"
+        await apply(api, body)
+        await rolled_out(api, "wine-shallow", 2)
+        await until(lambda: not job.get("/models")["candidates"], timeout=30, what="the shadow's key cleared")
+
+        # A corrupt artifact: refused by the job, the serving model stays, not published again.
+        body["spec"]["model"] = model(artifacts, "corrupt", 3)
+        await apply(api, body)
+        cond = await until(lambda: condition(api, "wine", "ModelReady").get("reason") == "RolledBack"
+                           and condition(api, "wine", "ModelReady"), timeout=60, what="RolledBack")
+        assert "still serving wine-shallow 2" in cond["message"], cond
+        corrupt_rid = obj(api, MS, "wine")["status"]["model"]["published"]
+
+        # The operator dies after publishing a rollout and before the job confirms it (TensorFlow
+        # takes seconds to load): the next operator completes the rollout without publishing again.
+        body["spec"]["model"] = model(artifacts, "keras", 4)
+        await apply(api, body)
+        await until(lambda: obj(api, MS, "wine")["status"]["model"]["published"] != corrupt_rid, timeout=30,
+                    what="the TensorFlow rollout published")
+        mid_rollout = condition(api, "wine", "ModelReady").get("status") != "True"
+        rid = obj(api, MS, "wine")["status"]["model"]["published"]
+        await run.restart_operator()
+        await rolled_out(api, "wine-keras", 4)
+        await scored(job, "keras", 4)
+
+        sent = await asyncio.to_thread(stream.stop)
+        assert stream.error is None
+        await asyncio.to_thread(job.wait_records, sent)
+        out = [json.loads(m.value()) for m in await asyncio.to_thread(s.read, "out", sent)]
+        assert len(out) == sent and len({o["key"] for o in out}) == sent, "every record scored once, none lost"
+        used = {(o["model"]["name"], o["model"]["version"]) for o in out}
+        assert used == {("wine-tree", "1"), ("wine-shallow", "2"), ("wine-keras", "4")}, used
+        assert not await asyncio.to_thread(s.read, "dlq", None, idle=1.0)
+        assert len(await asyncio.to_thread(rollout_messages, s, rid)) == 1, "the rollout was published twice"
+        assert len(await asyncio.to_thread(rollout_messages, s, corrupt_rid)) == 1
+        with capsys.disabled():
+            print(f"\nshadow of wine-shallow 2 next to wine-tree 1: agreement {shadow['agreement']:.1%}, mean abs diff "
+                  f"{shadow['meanAbsDiff']:.3f} over {shadow['candidate']['records']} records; corrupt artifact rolled "
+                  f"back; operator killed {'before' if mid_rollout else 'after'} the job confirmed the TensorFlow "
+                  f"rollout, which completed with one publication")
         assert job.stop() == 0
