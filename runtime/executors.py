@@ -65,12 +65,13 @@ class ExecutorControl:
         self._wake.set()
         return self.describe() | {"accepted": True}
 
-    def enforce(self, settle: float = 5.0) -> None:
-        """Keep the asked total: a cluster manager may start more executors than asked before the
-        first request arrives (standalone offers all its cores at registration)."""
+    def enforce(self, running: int, settle: float = 5.0) -> None:
+        """Keep the asked total, given the executors `running` now: a cluster manager may start
+        more executors than asked before the first request arrives (standalone offers all its
+        cores at registration)."""
         if not self.live or self.target is None or time.time() - (self.requested_at or 0) < settle:
             return
-        if self.running() > self.target:
+        if running > self.target:
             self._wake.set()
 
     def close(self) -> None:

@@ -271,10 +271,8 @@ class ServingJob:
         self.stats.query_id = str(self.query.id) if self.query is not None else None
         if self.executors is not None:
             self.stats.executor_target = self.executors.target
-            try:
-                self.executors.enforce()
-            except Exception as e:  # py4j errors while the context stops: retried next time
-                log.warning("keeping the executor total failed: %s", e)
+            if self.stats.executors is not None:
+                self.executors.enforce(self.stats.executors)
 
     def _executors(self) -> int | None:
         """Executors running now, as the operator's status.replicas reports them."""

@@ -129,7 +129,6 @@ def serving(broker, tmp_path):
         s.close()
 
 
-
 @pytest.fixture(scope="session")
 def demo_models():
     """The demo's models as descriptors (trained on the packaged wine data), built once."""

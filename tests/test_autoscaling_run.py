@@ -51,7 +51,6 @@ async def test_a_burst_scales_the_job_up_and_the_quiet_after_it_down(api, broker
         drained = time.monotonic() - t0
         await until(lambda: job.get("/executors")["running"] == 1, timeout=120, what="back to one executor")
         scaled_down = time.monotonic() - t0
-        st = obj(api, MS, "wine")["status"]
         await until(lambda: autoscaling(api).get("replicas") == 1, timeout=30, what="status.autoscaling.replicas 1")
         st = obj(api, MS, "wine")["status"]
         assert st["scaling"]["mode"] == "Live"
