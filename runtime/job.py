@@ -211,7 +211,13 @@ class ServingJob:
         idle_since = time.monotonic()
         seen_batches = 0
         while self.query.isActive:
-            self.query.awaitTermination(0.5)
+            try:
+                self.query.awaitTermination(0.5)
+            except Exception:
+                if not self._stopping.is_set():
+                    raise
+                # A batch that began after the stop was asked refused to run (StopAfterBatch) and
+                # ended the query: stopped as asked, the batch is redone by the next run.
             self._after_progress()
             self._watch_executors()
             if self.stats.batches != seen_batches:
