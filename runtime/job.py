@@ -20,9 +20,11 @@ import uuid
 from pathlib import Path
 
 from scorestream.config import JobConfig
-from scorestream.runtime import jvm, kafka_source, pipeline
+from scorestream import naming
+from scorestream.runtime import jvm, kafka_options, pipeline
 from scorestream.runtime.executors import ExecutorControl
 from scorestream.runtime.http import StatusServer
+from scorestream.api.scoring import RoutingTable
 from scorestream.runtime.models import ModelLoader, ModelRegistry, routing_table
 from scorestream.runtime.modelstopic import ModelsFollower
 from scorestream.runtime.stats import ServingStats
@@ -58,8 +60,6 @@ def spark_session(config: JobConfig):
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("SCORESTREAM_SPARK_LOG_LEVEL", "WARN"))
-    spark.dataSource.register(kafka_source.KafkaDataSource)
-    pipeline.register_udf(spark)
     return spark
 
 
@@ -74,7 +74,8 @@ class ServingJob:
         self.follower: ModelsFollower | None = None
         self._stopping = threading.Event()
         self._batch_lock = threading.Lock()
-        self._tables: tuple[int, str] | None = None
+        self._tables: tuple[int, RoutingTable] | None = None
+        self.scorer: pipeline.BatchScorer | None = None
         self._protobuf: dict | None = None
         self._committed_batch = -1
         self._last_batch = -1  # the last micro-batch this job wrote
@@ -117,6 +118,7 @@ class ServingJob:
                 self.executors.scale_to(int(initial))
             elif initial:
                 self.executors.target = int(initial)  # what a restart was asked for (local mode)
+            self.scorer = pipeline.BatchScorer(self.spark, kafka_options.sink_options(self.config.kafka))
             loader = ModelLoader(self.config, self.spark.sparkContext.addFile, self._describe_pmml)
             self.follower = ModelsFollower(self.config, loader, self.registry, self.run_id)
             self.follower.restore(self.config.restore_timeout_seconds)
@@ -156,18 +158,10 @@ class ServingJob:
 
     def _start_query(self):
         c = self.config
-        reader = (
-            self.spark.readStream.format(kafka_source.FORMAT)
-            .option("kafka.bootstrap.servers", c.kafka.bootstrap_servers)
-            .option("subscribe", c.kafka.data_topic)
-            .option("startingOffsets", c.kafka.starting_offsets)
-            .option("groupId", c.data_group)
-            .option("includeHeaders", "true")
+        reader = self.spark.readStream.format("kafka").options(
+            **kafka_options.source_options(c.kafka, naming.source_group_prefix(c.namespace, c.name)),
+            startingOffsets=kafka_options.starting_offsets(c.kafka, c.data_group),
         )
-        for k, v in self._client_options().items():
-            reader = reader.option(k, v)
-        if c.kafka.max_offsets_per_trigger:
-            reader = reader.option("maxOffsetsPerTrigger", str(c.kafka.max_offsets_per_trigger))
         return (
             reader.load()
             .writeStream.queryName(f"scorestream-{c.name}")
@@ -177,12 +171,6 @@ class ServingJob:
             .start()
         )
 
-    def _client_options(self) -> dict[str, str]:
-        """Client settings for the data source, secrets included: options live only in memory."""
-        props = self.config.kafka.client_properties()
-        props.pop("bootstrap.servers", None)
-        return {f"kafka.{k}": v for k, v in props.items()}
-
     def _batch(self, df, batch_id: int) -> None:
         with self._batch_lock:
             if self._stopping.is_set():
@@ -190,14 +178,12 @@ class ServingJob:
             snap = self.registry.snapshot()
             if self._tables is None or self._tables[0] != snap.generation:
                 self._tables = (snap.generation, routing_table(self.config, snap, self._protobuf))
-            c = self.config.kafka
-            frame = pipeline.plan(df, batch_id, self._tables[1], snap.models, snap.candidates, c.output_topic,
-                                  c.dead_letter_topic)
+            tf_files = {m.route: m.file for m in snap.all_models() if m.format == "tensorflow"}
             started = time.monotonic()
-            metrics = pipeline.write(frame, {"kafka.bootstrap.servers": c.bootstrap_servers, **self._client_options()})
-            self.stats.add_batch(metrics, snap, time.monotonic() - started)
+            counts = self.scorer.run(df, batch_id, self._tables[1], tf_files)
+            self.stats.add_batch(counts, snap, time.monotonic() - started)
             self._last_batch = batch_id
-            log.info("batch %d: %d records in %.2fs", batch_id, metrics.get("in") or 0, time.monotonic() - started)
+            log.info("batch %d: %d records in %.2fs", batch_id, counts.in_, time.monotonic() - started)
 
     def _protobuf_fields(self) -> dict | None:
         if self.config.input.format != "protobuf":

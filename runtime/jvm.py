@@ -99,6 +99,16 @@ def _build(target: Path) -> Path:
     return target
 
 
+def kafka_connector_jars() -> list[Path]:
+    """Spark's own Kafka source and sink with what pyspark lacks of their dependencies: none where
+    the image has them among pyspark's jars already, otherwise the pinned set from the cache."""
+    if any(spark_jars_dir().glob("spark-sql-kafka-0-10_*.jar")):
+        return []
+    from scorestream import jars
+
+    return jars.resolve("spark-kafka")
+
+
 def spark_jars() -> list[Path]:
-    """Everything to put on ``spark.jars`` for PMML scoring."""
-    return [scorer_jar(), *pmml4s_jars()]
+    """Everything to put on ``spark.jars``: the scorer, PMML4S and Spark's Kafka connector."""
+    return [scorer_jar(), *pmml4s_jars(), *kafka_connector_jars()]

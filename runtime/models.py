@@ -8,7 +8,6 @@ the serving model; a bad one is rejected with a reason and changes nothing.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import threading
 import time
@@ -19,6 +18,7 @@ from typing import Callable
 
 from scorestream import artifacts
 from scorestream.api.descriptor import ModelDescriptor
+from scorestream.api.scoring import Route, RoutingTable
 from scorestream.config import JobConfig
 
 log = logging.getLogger(__name__)
@@ -260,20 +260,23 @@ def _same(a: LoadedModel, b: LoadedModel) -> bool:
     return a.digest == b.digest and a.route == b.route
 
 
-def _route(m: LoadedModel) -> dict:
-    return {"key": m.route, "format": m.format, "file": m.file, "inputs": list(m.inputs)}
+def _route(m: LoadedModel) -> Route:
+    return Route(key=m.route, format=m.format, file=m.file, inputs=list(m.inputs))
 
 
-def routing_table(config: JobConfig, snap: Snapshot, protobuf_fields: dict | None) -> str:
-    """The JVM scorer's per-batch table: dataType -> model (and candidate), how to decode records."""
+def routing_table(config: JobConfig, snap: Snapshot, protobuf_fields: dict | None) -> RoutingTable:
+    """The JVM scorer's table for the batches of one snapshot: dataType -> model (and candidate),
+    how to decode records, where results go. The batch id is set per batch."""
     routes = {dt: _route(m) for dt, m in sorted(snap.models.items())}
     for dt, c in snap.candidates.items():
         if dt in routes:  # a candidate needs a serving model to stand next to
-            routes[dt]["candidate"] = {**_route(c.model), "mode": c.strategy.lower(), "share": c.basis_points}
-    table = {
-        "dataTypeField": config.input.data_type_field,
-        "served": config.data_types or None,
-        "routes": routes,
-        "protobuf": protobuf_fields,
-    }
-    return json.dumps(table, sort_keys=True)
+            candidate = _route(c.model).model_copy(update={"mode": c.strategy.lower(), "share": c.basis_points})
+            routes[dt] = routes[dt].model_copy(update={"candidate": candidate})
+    return RoutingTable(
+        dataTypeField=config.input.data_type_field,
+        served=config.data_types or None,
+        routes=routes,
+        protobuf=protobuf_fields,
+        outputTopic=config.kafka.output_topic,
+        deadLetterTopic=config.kafka.dead_letter_topic,
+    )

@@ -1,7 +1,7 @@
 """Serving statistics: the report's ModelServingInfo per dataType, and Prometheus metrics.
 
-Fed once per micro-batch from the batch's observed metrics, which Spark already summed over all
-executors.
+Fed once per micro-batch with what the JVM scorer counted (``BatchCounts``), which Spark already
+summed over all tasks.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from scorestream.api.scoring import LATENCY_BUCKETS, BatchCounts, ShadowCounts
 from scorestream.runtime.models import Candidate, LoadedModel, ModelRegistry, Snapshot
-from scorestream.runtime.pipeline import LATENCY_BUCKETS
 
 
 @dataclass
@@ -59,12 +59,12 @@ class ShadowInfo:
     abs_diff: float = 0.0
     nanos: int = 0
 
-    def add(self, metrics: dict, route: str) -> None:
-        self.compared += metrics.get(f"s.n:{route}") or 0
-        self.errors += metrics.get(f"s.err:{route}") or 0
-        self.agreed += metrics.get(f"s.agree:{route}") or 0
-        self.abs_diff += metrics.get(f"s.diff:{route}") or 0.0
-        self.nanos += metrics.get(f"s.sum:{route}") or 0
+    def add(self, c: ShadowCounts) -> None:
+        self.compared += c.n
+        self.errors += c.err
+        self.agreed += c.agree
+        self.abs_diff += c.diff
+        self.nanos += c.sum
 
     def as_dict(self) -> dict:
         n = self.compared
@@ -99,35 +99,33 @@ class ServingStats:
     shadows: dict[tuple[str, str], ShadowInfo] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add_batch(self, metrics: dict, snap: Snapshot, seconds: float = 0.0) -> None:
+    def add_batch(self, counts: BatchCounts, snap: Snapshot, seconds: float = 0.0) -> None:
         with self._lock:
             self.batches += 1
             self.last_batch_at = time.time()
-            # Python worker daemons that wrote this batch: one per executor that had a task.
-            workers = sum(1 for k in metrics if k.startswith("w:"))
-            self.recent_batches.append((self.last_batch_at, metrics.get("in") or 0, seconds, workers))
-            self.records_in += metrics.get("in") or 0
-            self.records_out += metrics.get("out") or 0
-            self.records_dead += metrics.get("dead") or 0
-            self.scored_nanos += metrics.get("nanos") or 0
-            for i, b in enumerate(LATENCY_BUCKETS):
-                self.buckets[i] += metrics.get(f"le:{b}") or 0
+            self.recent_batches.append((self.last_batch_at, counts.in_, seconds, len(counts.workers)))
+            self.records_in += counts.in_
+            self.records_out += counts.out
+            self.records_dead += counts.dead
+            self.scored_nanos += counts.nanos
+            for i, n in enumerate(counts.le):
+                self.buckets[i] += n
             for m in snap.all_models():
                 info = self._info(m)
-                n = metrics.get(f"n:{m.route}") or 0
-                info.errors += metrics.get(f"err:{m.route}") or 0
-                if not n:
+                c = counts.routes.get(m.route)
+                if c is None:
                     continue
-                info.invocations += n
-                info.total_ms += (metrics.get(f"sum:{m.route}") or 0) / 1e6
-                lo, hi = metrics.get(f"min:{m.route}"), metrics.get(f"max:{m.route}")
-                if lo is not None:
-                    info.min_ms = lo / 1e6 if info.min_ms is None else min(info.min_ms, lo / 1e6)
-                if hi is not None:
-                    info.max_ms = hi / 1e6 if info.max_ms is None else max(info.max_ms, hi / 1e6)
+                info.errors += c.err
+                if not c.n:
+                    continue
+                info.invocations += c.n
+                info.total_ms += c.sum / 1e6
+                info.min_ms = c.min / 1e6 if info.min_ms is None else min(info.min_ms, c.min / 1e6)
+                info.max_ms = c.max / 1e6 if info.max_ms is None else max(info.max_ms, c.max / 1e6)
             for c in snap.candidates.values():
-                if c.strategy == "Shadow":
-                    self._shadow_info(c.model).add(metrics, c.model.route)
+                shadow = counts.shadows.get(c.model.route)
+                if c.strategy == "Shadow" and shadow is not None:
+                    self._shadow_info(c.model).add(shadow)
 
     def _shadow_info(self, m: LoadedModel) -> ShadowInfo:
         key = (m.data_type, m.route)

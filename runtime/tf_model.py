@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 _lock = threading.Lock()
 _loaded: dict[str, "SavedModel"] = {}
@@ -127,13 +128,17 @@ def cached(archive_path: str) -> SavedModel:
         return model
 
 
-def interpret(out: np.ndarray, output_name: str) -> tuple[np.ndarray, list[str] | None, list[dict]]:
-    """Predictions from raw outputs: argmax for class scores, the value for one output."""
+def interpret(out: np.ndarray, output_name: str) -> tuple[np.ndarray, np.ndarray | None, pa.MapArray]:
+    """Predictions from raw outputs, vectorised: the value for one output; for class scores the
+    argmax as prediction and label, and every score under its class index."""
+    n = out.shape[0]
     if out.ndim == 1 or (out.ndim == 2 and out.shape[1] == 1):
         values = out.reshape(-1).astype(np.float64)
-        return values, None, [{output_name: float(v)} for v in values]
-    flat = out.reshape(out.shape[0], -1).astype(np.float64)
+        keys = pa.array(np.full(n, output_name, dtype=object), pa.string())
+        return values, None, pa.MapArray.from_arrays(np.arange(n + 1, dtype=np.int32), keys, pa.array(values))
+    flat = out.reshape(n, -1).astype(np.float64)
+    k = flat.shape[1]
     best = flat.argmax(axis=1)
-    labels = [str(i) for i in best]
-    keys = [str(i) for i in range(flat.shape[1])]
-    return best.astype(np.float64), labels, [dict(zip(keys, row.tolist())) for row in flat]
+    keys = pa.array(np.tile(np.arange(k).astype(str), n), pa.string())
+    outputs = pa.MapArray.from_arrays(np.arange(0, n * k + 1, k, dtype=np.int32), keys, pa.array(flat.ravel()))
+    return best.astype(np.float64), best.astype(str), outputs

@@ -13,6 +13,12 @@ def data_group(namespace: str, name: str) -> str:
     return f"scorestream.{namespace}.{name}"
 
 
+def source_group_prefix(namespace: str, name: str) -> str:
+    """The prefix of the groups Spark's Kafka source reads with (it adds a unique suffix and never
+    commits); progress is committed to ``data_group`` by the driver."""
+    return f"{data_group(namespace, name)}.source"
+
+
 def models_group(namespace: str, name: str, run_id: str | None = None) -> str:
     """The models topic's group: one per run, so every job (and every restart) reads all models."""
     return f"{data_group(namespace, name)}.models.{run_id or uuid.uuid4().hex[:12]}"

@@ -1,9 +1,8 @@
 package dev.scorestream.jvm;
 
-import com.fasterxml.jackson.databind.JsonNode;
 import java.nio.charset.StandardCharsets;
 import java.util.HashMap;
-import java.util.Iterator;
+import java.util.List;
 import java.util.Map;
 
 /**
@@ -26,16 +25,13 @@ final class Protobuf {
   }
 
   /** {"1": ["fixed_acidity", "double"], ...} to an array indexed by field number. */
-  static Field[] fields(JsonNode table) {
+  static Field[] fields(Map<String, List<String>> table) {
     int max = 0;
-    Iterator<String> names = table.fieldNames();
-    while (names.hasNext()) max = Math.max(max, Integer.parseInt(names.next()));
+    for (String number : table.keySet()) max = Math.max(max, Integer.parseInt(number));
     Field[] out = new Field[max + 1];
-    Iterator<Map.Entry<String, JsonNode>> it = table.fields();
-    while (it.hasNext()) {
-      Map.Entry<String, JsonNode> e = it.next();
+    for (Map.Entry<String, List<String>> e : table.entrySet()) {
       out[Integer.parseInt(e.getKey())] =
-          new Field(Scorer.normalize(e.getValue().get(0).asText()), e.getValue().get(1).asText());
+          new Field(Scorer.normalize(e.getValue().get(0)), e.getValue().get(1));
     }
     return out;
   }

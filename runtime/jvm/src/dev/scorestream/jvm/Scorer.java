@@ -3,119 +3,177 @@ package dev.scorestream.jvm;
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
-import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.File;
 import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.Iterator;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.zip.CRC32;
 import org.apache.spark.SparkFiles;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.api.java.UDF3;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.api.java.UDF6;
+import org.apache.spark.sql.api.java.UDF8;
+import org.apache.spark.sql.expressions.UserDefinedFunction;
+import org.apache.spark.sql.functions;
+import org.apache.spark.sql.types.DataType;
 import org.pmml4s.model.Model;
 
 /**
- * Decodes, routes and (for PMML) scores one record inside Spark's JVM.
+ * Decodes, routes, scores and writes up one record inside Spark's JVM.
  *
- * <p>Called once per record as a Spark SQL UDF: {@code ss_score(routes, key, value)}. {@code routes} is
- * the batch's routing table as a JSON literal: the driver fixes it at the start of a micro-batch,
- * so every partition of that batch sees the same model per dataType. Parsed tables and loaded
- * PMML models are cached per JVM, keyed by the table text and the model file, so a model is parsed
- * once per executor and a swap costs one parse.
+ * <p>{@code ss_score(key, value, topic, partition, offset, timestampMillis)} is registered once per
+ * micro-batch with that batch's routing table (the driver fixes it when the batch starts, so every
+ * partition sees the same model per dataType) and the batch's {@link BatchCounts}. For a PMML
+ * model it returns what Spark's Kafka sink writes: the output topic and the prediction record, or
+ * the dead-letter topic and the headers saying why. A record whose model is TensorFlow comes back
+ * {@code pending}, with its features: Python scores those rows in Arrow batches, and
+ * {@code ss_finish} writes them up the same way. So a PMML record never leaves the JVM, and the
+ * statistics are counted where the scoring happens.
  *
  * <p>During a canary, a record goes to the candidate when the CRC32 of its key (of its value if
  * it has no key) falls in the candidate's share of 10,000 buckets: the same key always meets the
- * same version. During a shadow, {@link Shadow} also scores every record with the candidate and
- * returns that result in extra columns, which are compared and never written.
+ * same version. During a shadow, every record the serving model scores is also scored by the
+ * candidate; the two are compared and counted, and only the serving model's result is written.
  *
- * <p>Never throws for a bad record: the result names the failing stage and reason, and the job
- * sends such records to the dead-letter topic.
+ * <p>Never throws for a bad record: the dead letter names the failing stage and reason.
  */
-public class Scorer implements UDF3<String, byte[], byte[], Row> {
+public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long, Long, Row> {
   private static final long serialVersionUID = 1L;
 
-  /** Result columns, in order. Keep in sync with RESULT_DDL (pipeline.py). */
-  public static final String RESULT_DDL =
-      "dataType STRING, route STRING, stage STRING, error STRING, features ARRAY<DOUBLE>, "
-          + "prediction DOUBLE, label STRING, outputs MAP<STRING, DOUBLE>, nanos BIGINT";
+  public static final String SCORE_UDF = "ss_score";
+  public static final String FINISH_UDF = "ss_finish";
 
-  static final int BASE = 9;
-  static final int WIDE = 15;
+  /** What both UDFs return. {@code value} is null for a dead letter: it keeps the record's own. */
+  public static final String RESULT_DDL =
+      "topic STRING, value BINARY, deadHeaders ARRAY<STRUCT<key: STRING, value: BINARY>>, "
+          + "pending STRUCT<dataType: STRING, primary: STRUCT<" + Slot.DDL + ">, shadow: STRUCT<" + Slot.DDL + ">>";
+
+  static final DataType RESULT_TYPE = DataType.fromDDL(RESULT_DDL);
 
   private static final ObjectMapper MAPPER = new ObjectMapper();
   private static final JsonFactory JSON = new JsonFactory();
-  private static final Map<String, Table> TABLES = new ConcurrentHashMap<>();
   private static final Map<String, Pmml> MODELS = new ConcurrentHashMap<>();
 
+  private final String tableJson;
+  private final BatchCounts counts;
+  private transient Table table;
+  private transient boolean noted;
+
+  Scorer(String tableJson, BatchCounts counts) {
+    this.tableJson = tableJson;
+    this.counts = counts;
+  }
+
+  /** Register this batch's {@code ss_score} and {@code ss_finish}; checks the table first. */
+  public static void register(SparkSession spark, String tableJson, BatchCounts counts) {
+    Table.of(tableJson); // a bad table fails here, on the driver, not in every task
+    Scorer scorer = new Scorer(tableJson, counts);
+    // Non-deterministic: the optimizer must not evaluate it twice for one row (it counts).
+    UserDefinedFunction score = functions.udf(scorer, RESULT_TYPE).asNondeterministic();
+    UserDefinedFunction finish = functions.udf(scorer.new Finisher(), RESULT_TYPE).asNondeterministic();
+    spark.udf().register(SCORE_UDF, score);
+    spark.udf().register(FINISH_UDF, finish);
+  }
+
+  /** The result schema, for Python to read instead of restating it. */
+  public static String resultDdl() {
+    return RESULT_DDL;
+  }
+
+  private Table table() {
+    if (table == null) table = Table.of(tableJson);
+    if (!noted) {
+      counts.noteWorker();
+      noted = true;
+    }
+    return table;
+  }
+
   @Override
-  public Row call(String routes, byte[] key, byte[] value) {
-    return RowFactory.create(score(routes, key, value, false));
-  }
-
-  /** The scorer during a shadow: six more columns with the candidate's result. */
-  // Spark looks for the UDF interface on the class itself, not on its superclass.
-  public static final class Shadow extends Scorer implements UDF3<String, byte[], byte[], Row> {
-    private static final long serialVersionUID = 1L;
-
-    public static final String RESULT_DDL =
-        Scorer.RESULT_DDL
-            + ", shadowRoute STRING, shadowError STRING, shadowFeatures ARRAY<DOUBLE>, "
-            + "shadowPrediction DOUBLE, shadowLabel STRING, shadowNanos BIGINT";
-
-    @Override
-    public Row call(String routes, byte[] key, byte[] value) {
-      return RowFactory.create(score(routes, key, value, true));
-    }
-  }
-
-  static Object[] score(String routes, byte[] key, byte[] value, boolean shadow) {
-    int width = shadow ? WIDE : BASE;
-    Table table = TABLES.get(routes);
-    if (table == null) {
-      if (TABLES.size() >= 8) TABLES.clear(); // older batches' tables: a swap happened
-      table = TABLES.computeIfAbsent(routes, Table::parse);
-    }
+  public Row call(byte[] key, byte[] value, String topic, Integer partition, Long offset, Long timestamp) {
+    Table t = table();
+    counts.received();
+    Records.Source src = new Records.Source(key, topic, partition, offset, timestamp);
     Map<String, Object> fields;
     try {
-      fields = table.protobuf == null ? decodeJson(value) : Protobuf.decode(value, table.protobuf);
+      fields = t.protobuf == null ? decodeJson(value) : Protobuf.decode(value, t.protobuf);
     } catch (Exception e) {
-      return failure(width, null, null, "decode", message(e));
+      return finish(t, counts, src, null, Slot.failure(null, "decode", message(e)), null);
     }
-    Object dt = fields.get(table.dataTypeField);
+    Object dt = fields.get(t.dataTypeField);
     if (!(dt instanceof String)) {
       String why = dt == null ? "missing" : "not a string";
-      return failure(width, null, null, "decode", "field '" + table.dataTypeName + "' is " + why);
+      return finish(t, counts, src, null, Slot.failure(null, "decode", "field '" + t.dataTypeName + "' is " + why), null);
     }
     String dataType = (String) dt;
-    Route route = table.routes.get(dataType);
+    Route route = t.routes.get(dataType);
     if (route == null) {
       String why =
-          table.served == null || table.served.contains(dataType)
+          t.served == null || t.served.contains(dataType)
               ? "no model is serving dataType '" + dataType + "'"
               : "dataType '" + dataType + "' is not served by this job";
-      return failure(width, dataType, null, "route", why);
+      return finish(t, counts, src, dataType, Slot.failure(null, "route", why), null);
     }
     Route candidate = route.candidate;
+    Slot primary;
+    Slot shadow = null;
     if (candidate != null && candidate.share > 0 && bucket(key, value) < candidate.share) {
-      return evaluate(width, dataType, candidate, fields);
+      primary = evaluate(candidate, fields);
+    } else {
+      primary = evaluate(route, fields);
+      if (candidate != null && candidate.shadow && !primary.failed()) shadow = evaluate(candidate, fields);
     }
-    Object[] out = evaluate(width, dataType, route, fields);
-    if (shadow && candidate != null && "shadow".equals(candidate.mode) && out[2] == null) {
-      Object[] s = evaluate(BASE, dataType, candidate, fields);
-      out[9] = s[1];
-      out[10] = s[2] == null ? null : s[2] + ": " + s[3];
-      out[11] = s[4];
-      out[12] = s[5];
-      out[13] = s[6];
-      out[14] = s[8];
+    if (!primary.done() || (shadow != null && !shadow.done())) {
+      Row pending = RowFactory.create(dataType, primary.toRow(), shadow == null ? null : shadow.toRow());
+      return RowFactory.create(null, null, null, pending);
     }
-    return out;
+    return finish(t, counts, src, dataType, primary, shadow);
+  }
+
+  /** {@code ss_finish}: a record TensorFlow has scored, written up as the JVM writes up its own. */
+  final class Finisher implements UDF8<byte[], String, Integer, Long, Long, String, Row, Row, Row> {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    public Row call(byte[] key, String topic, Integer partition, Long offset, Long timestamp, String dataType,
+        Row primary, Row shadow) {
+      Records.Source src = new Records.Source(key, topic, partition, offset, timestamp);
+      return finish(table(), counts, src, dataType, Slot.fromRow(primary), Slot.fromRow(shadow));
+    }
+  }
+
+  /** The record's outcome: counted, and written up for the output or the dead-letter topic. */
+  static Row finish(Table t, BatchCounts counts, Records.Source src, String dataType, Slot p, Slot s) {
+    if (p.failed()) {
+      counts.failed(p.route);
+      return RowFactory.create(t.deadLetterTopic, null, Records.deadHeaders(src, p.stage, p.error, p.route, t.batchId), null);
+    }
+    if (p.prediction == null && p.label == null) {
+      // A TensorFlow slot that came back without a result: a fault of ours, not of the record.
+      counts.failed(p.route);
+      return RowFactory.create(t.deadLetterTopic, null,
+          Records.deadHeaders(src, "score", "model produced no prediction", p.route, t.batchId), null);
+    }
+    if (s != null) compare(counts, p, s);
+    counts.scored(p.route, p.nanos);
+    return RowFactory.create(t.outputTopic, Records.prediction(src, dataType, p, t.batchId), null, null);
+  }
+
+  /** A shadow agrees when it predicts the same label (classifiers) or the same value. */
+  private static void compare(BatchCounts counts, Slot p, Slot s) {
+    boolean scored = !s.failed() && s.prediction != null;
+    boolean same;
+    if (p.label != null && s.label != null) same = p.label.equals(s.label);
+    else same = p.prediction != null && s.prediction != null && p.prediction.doubleValue() == s.prediction.doubleValue();
+    double diff = scored && p.prediction != null ? Math.abs(p.prediction - s.prediction) : 0.0;
+    counts.compared(s.route, scored, scored && same, diff, s.nanos);
   }
 
   /** 0..9999 from the record's key: which records a canary gets. */
@@ -126,23 +184,21 @@ public class Scorer implements UDF3<String, byte[], byte[], Row> {
     return (int) (crc.getValue() % 10000L);
   }
 
-  /** One model on one record: features, and for PMML the prediction (others score later). */
-  private static Object[] evaluate(int width, String dataType, Route route, Map<String, Object> fields) {
+  /** One model on one record: its features, and for PMML its prediction (TensorFlow scores later). */
+  private static Slot evaluate(Route route, Map<String, Object> fields) {
     double[] features = new double[route.inputs.length];
     for (int i = 0; i < features.length; i++) {
       Object v = fields.get(route.normalized[i]);
-      if (v == null) {
-        return failure(width, dataType, route.key, "validate", "missing field '" + route.inputs[i] + "'");
-      }
+      if (v == null) return Slot.failure(route.key, "validate", "missing field '" + route.inputs[i] + "'");
       if (!(v instanceof Double)) {
-        return failure(
-            width, dataType, route.key, "validate", "field '" + route.inputs[i] + "' is not a number");
+        return Slot.failure(route.key, "validate", "field '" + route.inputs[i] + "' is not a number");
       }
       features[i] = (Double) v;
     }
-    if (!"pmml".equals(route.format)) {
-      // Scored later, vectorised, by the Python stage for this format.
-      return row(width, dataType, route.key, null, null, features, null, null, null, 0L);
+    if (!route.pmml) {
+      Slot s = new Slot(route.key, true);
+      s.features = features;
+      return s;
     }
     try {
       Pmml model = MODELS.get(route.file);
@@ -150,25 +206,14 @@ public class Scorer implements UDF3<String, byte[], byte[], Row> {
         if (MODELS.size() >= 8) MODELS.clear(); // swapped-out models: let them be collected
         model = MODELS.computeIfAbsent(route.file, Pmml::load);
       }
-      long t0 = System.nanoTime();
       Object[] in = new Object[features.length];
       for (int i = 0; i < in.length; i++) in[i] = features[i];
+      long t0 = System.nanoTime();
       Object[] out = model.model.predict((Object) in);
-      long nanos = System.nanoTime() - t0;
-      return model.result(width, dataType, route.key, out, nanos);
+      return model.result(route.key, out, System.nanoTime() - t0);
     } catch (Exception e) {
-      return failure(width, dataType, route.key, "score", message(e));
+      return Slot.failure(route.key, "score", message(e));
     }
-  }
-
-  static Object[] row(int width, Object... base) {
-    Object[] r = new Object[width];
-    System.arraycopy(base, 0, r, 0, base.length);
-    return r;
-  }
-
-  private static Object[] failure(int width, String dataType, String route, String stage, String error) {
-    return row(width, dataType, route, stage, error, null, null, null, null, 0L);
   }
 
   private static String message(Throwable e) {
@@ -262,63 +307,54 @@ public class Scorer implements UDF3<String, byte[], byte[], Row> {
     }
   }
 
-  static final class Route {
-    String key;
-    String format;
-    String file;
-    String[] inputs;
-    String[] normalized;
-    Route candidate; // during a canary or shadow
-    String mode; // a candidate's: "canary" or "shadow"
-    int share; // a canary's share of the 10,000 key buckets
 
-    static Route parse(JsonNode r) {
-      Route route = new Route();
-      route.key = r.get("key").asText();
-      route.format = r.get("format").asText();
-      route.file = r.path("file").asText(null);
-      List<String> inputs = new ArrayList<>();
-      for (JsonNode i : r.get("inputs")) inputs.add(i.asText());
-      route.inputs = inputs.toArray(new String[0]);
-      route.normalized = new String[route.inputs.length];
-      for (int i = 0; i < route.inputs.length; i++) {
-        route.normalized[i] = normalize(route.inputs[i]);
-      }
-      route.mode = r.path("mode").asText(null);
-      route.share = r.path("share").asInt(0);
-      if (r.hasNonNull("candidate")) route.candidate = parse(r.get("candidate"));
-      return route;
+  /** A route, ready to use: inputs normalised as record fields are. */
+  static final class Route {
+    final String key;
+    final boolean pmml;
+    final String file;
+    final String[] inputs;
+    final String[] normalized;
+    final Route candidate;
+    final boolean shadow;
+    final int share;
+
+    Route(RoutingTable.Route r) {
+      key = r.key;
+      pmml = "pmml".equals(r.format);
+      file = r.file;
+      inputs = r.inputs.toArray(new String[0]);
+      normalized = new String[inputs.length];
+      for (int i = 0; i < inputs.length; i++) normalized[i] = normalize(inputs[i]);
+      candidate = r.candidate == null ? null : new Route(r.candidate);
+      shadow = "shadow".equals(r.mode);
+      share = r.share;
     }
   }
 
+  /** The routing table of one batch, parsed once per task. */
   static final class Table {
     String dataTypeField; // normalized, as record keys are
     String dataTypeName; // as configured, for messages
-    java.util.Set<String> served;
-    Map<String, Route> routes = new HashMap<>();
+    Set<String> served;
+    final Map<String, Route> routes = new HashMap<>();
     Protobuf.Field[] protobuf;
+    long batchId;
+    String outputTopic;
+    String deadLetterTopic;
 
-    static Table parse(String json) {
-      try {
-        JsonNode n = MAPPER.readTree(json);
-        Table t = new Table();
-        t.dataTypeName = n.path("dataTypeField").asText("dataType");
-        t.dataTypeField = normalize(t.dataTypeName);
-        if (n.hasNonNull("served")) {
-          t.served = new java.util.HashSet<>();
-          for (JsonNode s : n.get("served")) t.served.add(s.asText());
-        }
-        Iterator<Map.Entry<String, JsonNode>> it = n.path("routes").fields();
-        while (it.hasNext()) {
-          Map.Entry<String, JsonNode> e = it.next();
-          Route route = Route.parse(e.getValue());
-          t.routes.put(e.getKey(), route);
-        }
-        if (n.hasNonNull("protobuf")) t.protobuf = Protobuf.fields(n.get("protobuf"));
-        return t;
-      } catch (Exception e) {
-        throw new IllegalArgumentException("bad routing table: " + e.getMessage(), e);
-      }
+    static Table of(String json) {
+      RoutingTable r = RoutingTable.parse(json);
+      Table t = new Table();
+      t.dataTypeName = r.dataTypeField;
+      t.dataTypeField = normalize(r.dataTypeField);
+      t.served = r.served == null ? null : new HashSet<>(r.served);
+      for (Map.Entry<String, RoutingTable.Route> e : r.routes.entrySet()) t.routes.put(e.getKey(), new Route(e.getValue()));
+      t.protobuf = r.protobuf == null ? null : Protobuf.fields(r.protobuf);
+      t.batchId = r.batchId;
+      t.outputTopic = r.outputTopic;
+      t.deadLetterTopic = r.deadLetterTopic;
+      return t;
     }
   }
 
@@ -355,7 +391,8 @@ public class Scorer implements UDF3<String, byte[], byte[], Row> {
       return new Pmml(Model.fromFile(f));
     }
 
-    Object[] result(int width, String dataType, String route, Object[] out, long nanos) {
+    /** PMML4S's output row as a slot: the predicted value, or the most probable class. */
+    Slot result(String route, Object[] out, long nanos) {
       Map<String, Double> outputs = new LinkedHashMap<>();
       String label = null;
       for (int i = 0; i < out.length; i++) {
@@ -390,9 +427,14 @@ public class Scorer implements UDF3<String, byte[], byte[], Row> {
         }
       }
       if (prediction == null && label == null) {
-        return failure(width, dataType, route, "score", "model produced no prediction");
+        return Slot.failure(route, "score", "model produced no prediction");
       }
-      return row(width, dataType, route, null, null, null, prediction, label, outputs, nanos);
+      Slot s = new Slot(route, false);
+      s.prediction = prediction;
+      s.label = label;
+      s.outputs = outputs;
+      s.nanos = nanos;
+      return s;
     }
   }
 }
