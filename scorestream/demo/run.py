@@ -83,7 +83,7 @@ def run_demo(records: int = 30000, rate: int = 3000, workdir: str | None = None)
             models.descriptor("wine-keras", "3", "tensorflow", models.keras_savedmodel_zip(rows), description="small neural network (Keras -> SavedModel)"),
         ]
         with EmbeddedBroker(log=work / "broker.log") as broker:
-            _say(f"broker: tansu on {broker.bootstrap} (in memory)")
+            _say(f"broker: Apache Kafka on {broker.bootstrap} (KRaft, a temporary log directory)")
             create_topics(
                 broker.bootstrap,
                 {TOPICS["data"]: 2, TOPICS["out"]: 2, TOPICS["dlq"]: 1, TOPICS["models"]: 1},
