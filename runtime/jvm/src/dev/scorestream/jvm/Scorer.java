@@ -388,6 +388,7 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
     static Pmml load(String file) {
       File f = new File(file);
       if (!f.isAbsolute() || !f.exists()) f = new File(SparkFiles.get(file));
+      SafeXml.check(f); // untrusted: no DOCTYPE, bounded size and nesting, before PMML4S parses it
       return new Pmml(Model.fromFile(f));
     }
 
