@@ -30,53 +30,40 @@ EXPOSE 8080 9090
 ENTRYPOINT ["scorestream"]
 CMD ["operator"]
 
-# --- the JVM scorer, compiled once with a JDK that the runtime image does not carry --------------
+# --- the JVM scorer, compiled once with a JDK that the runtime image does not carry, and Spark's
+# --- Kafka connector, resolved by Maven and checked against scorestream/jars.lock ----------------
 FROM python:${PYTHON_VERSION}-slim-${DEBIAN_RELEASE} AS scorer
 ARG PIP_VERSION=25.3
 ARG JDK_PACKAGE=openjdk-17-jdk-headless
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 SCORESTREAM_JVM_DIR=/jvm
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 SCORESTREAM_JVM_DIR=/jvm SCORESTREAM_CACHE=/jars
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends "${JDK_PACKAGE}" \
+    && apt-get install -y --no-install-recommends "${JDK_PACKAGE}" maven \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=source /src /src
 RUN pip install "pip==${PIP_VERSION}" \
     && pip install -c /src/requirements.lock "/src[runtime]" \
-    && scorestream build-jvm
+    && scorestream build-jvm \
+    && python -m scorestream.jars resolve spark-kafka
 
-# --- the runtime: Java 17, pyspark, the PMML4S jars, the scorer, tensorflow-cpu -------------------
+# --- the runtime: Java 17, pyspark and its Kafka connector, the PMML4S jars, the scorer, TensorFlow
 FROM python:${PYTHON_VERSION}-slim-${DEBIAN_RELEASE} AS runtime
 ARG PIP_VERSION=25.3
 ARG JRE_PACKAGE=openjdk-17-jre-headless
-# Spark's own Kafka connector, for sites that want it next to scorestream's source and sink
-# (which need no jars): e.g. SPARK_KAFKA_CONNECTOR=4.1.0. Empty: not added.
-ARG SPARK_KAFKA_CONNECTOR=""
-ARG KAFKA_CLIENTS_VERSION=3.9.1
-ARG MAVEN_CENTRAL=https://repo1.maven.org/maven2
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    SCORESTREAM_JVM_DIR=/opt/scorestream/jvm PYSPARK_PYTHON=python PYSPARK_DRIVER_PYTHON=python HOME=/tmp
-SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+    SCORESTREAM_JVM_DIR=/opt/scorestream/jvm SCORESTREAM_CACHE=/opt/scorestream/jars \
+    PYSPARK_PYTHON=python PYSPARK_DRIVER_PYTHON=python HOME=/tmp
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends "${JRE_PACKAGE}" procps tini curl ca-certificates \
+    && apt-get install -y --no-install-recommends "${JRE_PACKAGE}" procps tini \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=source /src /src
 RUN pip install "pip==${PIP_VERSION}" \
     && pip install -c /src/requirements.lock "/src[runtime]" \
-    && rm -rf /src
-COPY --from=scorer /jvm /opt/scorestream/jvm
-RUN if [ -n "${SPARK_KAFKA_CONNECTOR}" ]; then \
-      jars="$(python -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"; \
-      for coords in "org/apache/spark/spark-sql-kafka-0-10_2.13/${SPARK_KAFKA_CONNECTOR}" \
-                    "org/apache/spark/spark-token-provider-kafka-0-10_2.13/${SPARK_KAFKA_CONNECTOR}" \
-                    "org/apache/kafka/kafka-clients/${KAFKA_CLIENTS_VERSION}" \
-                    "org/apache/commons/commons-pool2/2.12.0"; do \
-        name="$(basename "$(dirname "${coords}")")-$(basename "${coords}").jar"; \
-        curl -fsSL -o "${jars}/${name}" "${MAVEN_CENTRAL}/${coords}/${name}"; \
-        curl -fsSL "${MAVEN_CENTRAL}/${coords}/${name}.sha1" | awk '{print $1"  '"${jars}/${name}"'"}' | sha1sum -c -; \
-      done; \
-    fi \
+    && rm -rf /src \
     && useradd --uid 185 --user-group --no-create-home --shell /usr/sbin/nologin spark
+COPY --from=scorer /jvm /opt/scorestream/jvm
+COPY --from=scorer /jars /opt/scorestream/jars
 COPY --chmod=0755 runtime/docker/entrypoint.sh /opt/scorestream/entrypoint.sh
 USER 185:185
 WORKDIR /tmp
