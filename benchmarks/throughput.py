@@ -1,230 +1,246 @@
-"""End-to-end throughput, Kafka -> score -> Kafka, against two baselines measured in the same run.
+"""End-to-end throughput and latency, Kafka -> score -> Kafka, against baselines in the same run.
 
-    .venv/bin/python benchmarks/throughput.py [--records 300000] [--baseline-records 5000]
+    .venv/bin/python benchmarks/throughput.py [--records 300000] [--only K,raw,...]
 
-Prints records/s for:
-  scorestream PMML   the serving job (Spark local[2], JVM scorer), demo decision tree
-  scorestream TF     the serving job, demo Keras SavedModel
-  (a) per-record     confluent-kafka consumer + pypmml predict per record + producer: the report's
-                     processor ported to Python the obvious way
-  (b) raw broker     confluent-kafka consume + produce of the same records, no scoring: one
-                     process, and one process per partition (2), the machine's ceiling for this client
-and the ratios against (a) and (b); and, to show where the time goes,
-  (c) passthrough    scorestream's Kafka source and sink through Spark, no scoring (warm workers) The job's rate is its steady state: records after the first
-micro-batch (which pays for Python worker start-up and JIT) over the time they took.
-Not a test: figures depend on the machine; the closing notes quote what it printed.
+One embedded Apache Kafka broker; one data topic of `--records` wine records (JSON, 2 partitions)
+that every peer reads; the demo's decision tree (PMML) for every PMML peer. Parts (`--only`):
+  raw           confluent-kafka consume + produce, no scoring: 1 process, and 1 per partition (2)
+  a             the report's processor ported to Python: confluent-kafka + pypmml, per record
+                (`--baseline-records` of them: it is slow)
+  K             the reference architecture: Kafka Streams 4.3.1 + PMML4S, 2 stream threads, the
+                model in a global store (kstreams_peer/, compiled and cached on first use)
+  pmml, tf      scorestream's serving job (Spark local[2]) with the tree, and with the demo's
+                Keras SavedModel
+  K-latency, pmml-latency (or: latency)
+                p50/p99 from a record's CreateTime to its prediction's LogAppendTime, produced at a
+                steady pace of half scorestream's PMML rate (or `--latency-rate`); scorestream with
+                the job config's default trigger interval
+Rates from the broker's append times of each peer's output. Steady state: the records after the
+first `--per-batch` (scorestream's first micro-batch, which pays for start-up and JIT; the same
+count for K) over their time. Incl. start-up: all records over the time from the peer's process
+start to the last one written. Nothing is asserted: the goals are printed with the figures.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import multiprocessing as mp
+import math
+import os
+import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
-from scorestream.config import JobConfig
+import baselines
+import kstreams
+import latency
+import serving
+import topics as kafka
+from scorestream import jars
 from scorestream.demo import feed, models
-from scorestream.demo.broker import EmbeddedBroker, create_topics, free_port
-from scorestream.demo.process import JobProcess
+from scorestream.demo.broker import EmbeddedBroker
+
+PARTS = ("raw", "a", "K", "pmml", "tf", "K-latency", "pmml-latency")
+ALIASES = {"latency": ("K-latency", "pmml-latency"), "all": PARTS}
+DATA = "bench-in"
 
 
-def preload(bootstrap: str, topic: str, n: int, partitions: int = 2) -> None:
+def parts(text: str) -> list[str]:
+    chosen: list[str] = []
+    for p in filter(None, (s.strip() for s in text.split(","))):
+        found = ALIASES.get(p) or [q for q in PARTS if q.lower() == p.lower()]
+        if not found:
+            raise argparse.ArgumentTypeError(f"unknown part {p!r}: choose from {', '.join(PARTS)}, latency, all")
+        chosen += [q for q in found if q not in chosen]
+    return chosen
+
+
+def throughput(bootstrap: str, name: str, descriptor, n: int, skip: int, make_peer, timeout: float):
+    """One peer over the preloaded data topic: its rates, and its output messages."""
+    t = {"data": DATA, "out": f"{name}-out", "dlq": f"{name}-dlq", "models": f"{name}-models"}
+    kafka.make_topics(bootstrap, outputs=(t["out"],), **{t["dlq"]: 1, t["models"]: 1})
+    feed.publish_model(bootstrap, t["models"], descriptor)
+    peer = make_peer(t).start()
+    try:
+        kafka.wait_written(bootstrap, [t["out"], t["dlq"]], n, timeout, peer.alive, name)
+    except Exception:
+        print(peer.tail(), file=sys.stderr)
+        raise
+    finally:
+        peer.stop()
+    out = kafka.read_all(bootstrap, t["out"])
+    return {**kafka.rates([m.timestamp for m in out], peer.started, skip), "dead_letters": n - len(out)}, out
+
+
+def paced_latency(bootstrap: str, name: str, descriptor, peer, rate: float, args) -> dict:
+    """A peer started on empty topics, then fed at a steady pace: latency.paced. The warm-up ends once
+    the peer trails by less than two trigger intervals + 0.5 s of input."""
+    t = {"data": f"{name}-data", "out": f"{name}-out", "dlq": f"{name}-dlq", "models": f"{name}-models"}
+    kafka.make_topics(bootstrap, t["data"], (t["out"],), **{t["dlq"]: 1, t["models"]: 1})
+    feed.publish_model(bootstrap, t["models"], descriptor)
+    p = peer(t).start()
+    try:
+        p.wait_ready()
+        slack = 2 * p.trigger_seconds + 0.5
+        return latency.paced(bootstrap, t["data"], t["out"], rate, args.warmup, args.latency_seconds, slack, p.alive)
+    except Exception:
+        print(p.tail(), file=sys.stderr)
+        raise
+    finally:
+        p.stop()
+
+
+def run(args) -> dict:
+    r: dict = {}
     rows = feed.wine_rows()
-    feed.produce(bootstrap, topic, ((str(i).encode(), feed.wine_json(rows[i % len(rows)])) for i in range(n)), partitions)
+    tree = models.descriptor("tree", "1", "pmml", models.tree_pmml(rows))
+    with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(log=Path(tmp) / "broker.log") as broker:
+        b, work = broker.bootstrap, Path(tmp)
+
+        def part(name: str, fn):
+            if name not in args.only:
+                return
+            print(f"[{time.strftime('%H:%M:%S')}] {name} ...", flush=True)
+            try:
+                r[name] = fn()
+            except Exception as e:  # one broken peer must not hide the others' figures
+                traceback.print_exc()
+                r[name] = e
+
+        if any(p in args.only for p in ("raw", "a", "K", "pmml", "tf")):
+            kafka.make_topics(b, DATA)
+            kafka.preload(b, DATA, args.records)
+        part("raw", lambda: (baselines.raw_rate(b, DATA, args.records, 1), baselines.raw_rate(b, DATA, args.records, 2)))
+        part("a", lambda: baselines.per_record_rate(b, DATA, tree.data, args.baseline_records))
+
+        def k_peer(t):
+            return kstreams.PeerProcess(b, f"bench-{t['out']}", t, work / t["out"])
+
+        def k_throughput():
+            rates, out = throughput(b, "k", tree, args.records, args.per_batch, k_peer, 600)
+            return {**rates, "agreement": baselines.pypmml_agreement(tree.data, out)}
+
+        def job_throughput(name, descriptor):
+            rates, out = throughput(b, name, descriptor, args.records, args.per_batch,
+                                    lambda t: serving.Job(b, name, t, work, per_batch=args.per_batch, trigger="100ms"), 900)
+            return {**rates, "agreement": baselines.pypmml_agreement(tree.data, out) if descriptor is tree else None}
+
+        part("K", k_throughput)
+        part("pmml", lambda: job_throughput("pmml", tree))
+        part("tf", lambda: job_throughput(
+            "tf", models.descriptor("keras", "1", "tensorflow", models.keras_savedmodel_zip(rows, epochs=3))))
+
+        rate, basis = latency_rate(args, r)
+        r["latency_rate"] = (rate, basis)
+        part("K-latency", lambda: paced_latency(b, "lat-k", tree, k_peer, rate, args))
+        # The job configuration's own trigger interval: none is set here.
+        part("pmml-latency", lambda: paced_latency(b, "lat-pmml", tree, lambda t: serving.Job(b, "lat-pmml", t, work), rate, args))
+    return r
 
 
-def _consume_produce(bootstrap: str, topic: str, out: str, partitions: list[int], n: int, score, result) -> None:
-    from confluent_kafka import Consumer, Producer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{time.time()}", "enable.auto.commit": False})
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    c.assign([TopicPartition(topic, part, 0) for part in partitions])
-    done, t0 = 0, None
-    while done < n:
-        msgs = c.consume(1000, timeout=1.0)
-        if t0 is None and msgs:
-            t0 = time.perf_counter()
-        for m in msgs:
-            if m.error():
-                continue
-            value = m.value() if score is None else score(m.value())
-            while True:
-                try:
-                    p.produce(out, value, key=m.key())
-                    break
-                except BufferError:
-                    p.poll(0.05)
-            done += 1
-            if done >= n:
-                break
-        p.poll(0)
-    p.flush(60)
-    result.put((done, time.perf_counter() - t0))
-    c.close()
+def latency_rate(args, r: dict) -> tuple[float, str]:
+    if args.latency_rate:
+        return args.latency_rate, "--latency-rate"
+    for name, label in (("pmml", "scorestream PMML"), ("K", "(K), scorestream PMML not measured")):
+        if isinstance(r.get(name), dict) and math.isfinite(r[name]["steady"]):
+            return r[name]["steady"] / 2, f"half of {label}'s steady rate"
+    return 5000.0, "a default: no PMML rate was measured in this run"
 
 
-def raw_rate(bootstrap: str, topic: str, n: int, processes: int) -> float:
-    create_topics(bootstrap, {f"raw-out-{processes}": 2})
-    q: mp.Queue = mp.Queue()
-    parts = [[p for p in range(2) if p % processes == i] for i in range(processes)]
-    share = [n // 2 * len(ps) for ps in parts]
-    procs = [
-        mp.Process(target=_consume_produce, args=(bootstrap, topic, f"raw-out-{processes}", ps, k, None, q))
-        for ps, k in zip(parts, share)
+def report(args, r: dict) -> None:
+    ok = {k: v for k, v in r.items() if not isinstance(v, Exception)}
+    failed = {k: str(v).splitlines()[0][:100] for k, v in r.items() if isinstance(v, Exception)}
+    print(f"\n{args.records:,} JSON wine records, 2 partitions, Apache Kafka {jars.KAFKA} (embedded, one broker), "
+          f"{os.cpu_count()} cores shared by everything; load average at start {r['load']:.1f}")
+    if r["load"] > 1.0:
+        print("  (other work was running: every figure is lower, and the ratios noisier, than on an idle machine)")
+    raw1, raw2 = ok.get("raw", (None, None))
+    per_record, k, pmml, tf = ok.get("a"), ok.get("K"), ok.get("pmml"), ok.get("tf")
+    rows = [
+        ("(raw) confluent-kafka consume+produce, 1 proc", "raw", raw1 and {"steady": raw1}),
+        ("(raw) confluent-kafka consume+produce, 2 procs", "raw", raw2 and {"steady": raw2}),
+        (f"(a) per-record pypmml loop ({args.baseline_records:,} records)", "a", per_record and {"steady": per_record}),
+        ("(K) Kafka Streams + PMML4S, 2 threads", "K", k),
+        ("scorestream PMML", "pmml", pmml),
+        ("scorestream TensorFlow", "tf", tf),
     ]
-    for p in procs:
-        p.start()
-    results = [q.get() for _ in procs]
-    for p in procs:
-        p.join()
-    return sum(d for d, _ in results) / max(t for _, t in results)
+    if any(key in r for _, key, _ in rows):
+        print(f"{'records/s':>62}{'incl. start-up':>16}")
+    for label, key, v in rows:
+        if key in failed:
+            print(f"{label:48}failed: {failed[key]}")
+        elif v:
+            print(f"{label:48}{v['steady']:>14,.0f}{_startup(v):>16}{_notes(v)}")
+
+    goals = []
+    if pmml and raw1:
+        goals.append(("scorestream PMML >= 50% of (raw, 1 proc)", f"{pmml['steady'] / raw1:.0%}", pmml["steady"] >= 0.5 * raw1, ""))
+    if pmml and k:
+        x = pmml["steady"] / k["steady"]
+        wins = "" if x >= 1 else (
+            f" - (K) wins by {k['steady'] / pmml['steady']:.2f}x ({k['steady']:,.0f} vs {pmml['steady']:,.0f} rec/s); "
+            f"incl. start-up by {k['with_startup'] / pmml['with_startup']:.2f}x")
+        goals.append(("scorestream PMML >= 1.0x (K)", f"{x:.2f}x", x >= 1, wins))
+    if tf and pmml:
+        goals.append(("scorestream TF >= 40% of scorestream PMML", f"{tf['steady'] / pmml['steady']:.0%}", tf["steady"] >= 0.4 * pmml["steady"], ""))
+    lat = ok.get("pmml-latency")
+    if lat:
+        limit = 2 * serving.duration_seconds(serving.default_trigger()) * 1000 + 100
+        goals.append(("scorestream p99 latency <= 2 x trigger + 100 ms", f"{lat['p99']:,} ms", lat["p99"] <= limit, f" (limit {limit:,.0f} ms)"))
+    if goals:
+        print("\ngoals (throughput: steady state):")
+        for text, value, met, extra in goals:
+            print(f"  {text:48}{value:>9}   {'met' if met else 'NOT met'}{extra}")
+    if per_record and (pmml or tf or k):
+        print("  against (a): " + ", ".join(f"{label} x{v['steady'] / per_record:,.0f}"
+                                            for label, v in (("scorestream PMML", pmml), ("TF", tf), ("(K)", k)) if v))
+
+    if "K-latency" in r or "pmml-latency" in r:
+        rate, basis = r["latency_rate"]
+        print(f"\nlatency, record CreateTime -> prediction LogAppendTime, at {rate:,.0f} rec/s ({basis}), "
+              f"{args.latency_seconds:.0f}s after a warm-up:")
+        for key, label in (("K-latency", "(K)"), ("pmml-latency", f"scorestream PMML, trigger {serving.default_trigger()}")):
+            if key in failed:
+                print(f"  {label:40}failed: {failed[key]}")
+            elif key in ok:
+                v = ok[key]
+                print(f"  {label:40}p50 {v['p50']:>6,} ms   p99 {v['p99']:>6,} ms   max {v['max']:>6,} ms   "
+                      f"({v['records']:,} records, warm-up {v['warmup_s']:.0f}s; the producer's own ack p99 {v['ack_p99']} ms; "
+                      f"timings.eventTime = CreateTime: {v['event_time_is_create_time']})")
 
 
-def per_record_rate(bootstrap: str, topic: str, pmml: bytes, n: int) -> float:
-    from pypmml import Model
-
-    model = Model.fromString(pmml.decode())
-    fields = list(feed.WINE_COLUMNS)
-
-    def score(value: bytes) -> bytes:
-        rec = json.loads(value)
-        pred = dict(model.predict({f: float(rec[f]) for f in fields}))
-        return json.dumps({"prediction": pred, "dataType": rec["dataType"]}).encode()
-
-    create_topics(bootstrap, {"perrecord-out": 2})
-    q: mp.Queue = mp.Queue()
-    # In this process: pypmml's JVM gateway does not survive a fork.
-    _consume_produce(bootstrap, topic, "perrecord-out", [0, 1], n, score, q)
-    done, seconds = q.get()
-    return done / seconds
+def _startup(v: dict) -> str:
+    return f"{v['with_startup']:,.0f}" if "with_startup" in v else ""
 
 
-def passthrough_rate(bootstrap: str, topic: str, n: int) -> float:
-    """Spark reads the topic with scorestream's source and writes it back with its sink: no scoring."""
-    import os
-    import sys
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    from scorestream.runtime import kafka_source as ks
-
-    create_topics(bootstrap, {"pass-out": 2})
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(ks.KafkaDataSource)
-    seconds: list[float] = []
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            for run in range(2):  # the first run starts Python workers; the second is measured
-                def batch(df, _id):
-                    t0 = time.perf_counter()
-                    df.select("key", "value").write.format(ks.FORMAT).mode("append").option(
-                        "kafka.bootstrap.servers", bootstrap
-                    ).option("topic", "pass-out").save()
-                    seconds.append(time.perf_counter() - t0)
-
-                q = (
-                    spark.readStream.format(ks.FORMAT)
-                    .option("kafka.bootstrap.servers", bootstrap)
-                    .option("subscribe", topic)
-                    .option("startingOffsets", "earliest")
-                    .load()
-                    .writeStream.foreachBatch(batch)
-                    .option("checkpointLocation", f"{tmp}/ck{run}")
-                    .trigger(availableNow=True)
-                    .start()
-                )
-                q.awaitTermination()
-    finally:
-        spark.stop()
-    return n / seconds[-1]
-
-
-def job_rate(bootstrap: str, work: Path, descriptor, n: int, per_batch: int, name: str) -> dict:
-    topics = {"data": f"{name}-data", "out": f"{name}-out", "dlq": f"{name}-dlq", "models": f"{name}-models"}
-    create_topics(bootstrap, {topics["data"]: 2, topics["out"]: 2, topics["dlq"]: 1, topics["models"]: 1})
-    preload(bootstrap, topics["data"], n)
-    feed.publish_model(bootstrap, topics["models"], descriptor)
-    config = JobConfig.model_validate(
-        {
-            "name": name,
-            "namespace": "bench",
-            "dataTypes": ["wine"],
-            "kafka": {
-                "bootstrapServers": bootstrap,
-                "dataTopic": topics["data"],
-                "outputTopic": topics["out"],
-                "deadLetterTopic": topics["dlq"],
-                "modelsTopic": topics["models"],
-                "maxOffsetsPerTrigger": per_batch,
-            },
-            "input": {"fields": list(feed.WINE_COLUMNS)},
-            "spark": {"master": "local[2]", "triggerInterval": "100ms"},
-            "http": {"host": "127.0.0.1", "port": free_port()},
-            "checkpointLocation": str(work / name / "checkpoint"),
-            "workDir": str(work / name / "job"),
-        }
-    )
-    job = JobProcess(config, work / name).start()
-    try:
-        job.wait_ready()
-        samples = []
-        t_start = time.monotonic()
-        while True:
-            done = job.get("/stats")["totals"]["recordsIn"]
-            samples.append((time.monotonic(), done))
-            if done >= n:
-                break
-            if time.monotonic() - t_start > 900:
-                raise TimeoutError(f"{name}: {done} of {n} in 900s")
-            time.sleep(0.05)
-        first = next((t, d) for t, d in samples if d > 0)
-        last = samples[-1]
-        steady = (last[1] - first[1]) / (last[0] - first[0]) if last[0] > first[0] else float("nan")
-        return {"steady": steady, "with_startup": n / (last[0] - t_start), "first_batch": first[1]}
-    finally:
-        job.stop()
+def _notes(v: dict) -> str:
+    if "first_written_s" not in v:
+        return ""
+    notes = [f"output from {v['first_written_s']:.1f}s to {v['last_written_s']:.1f}s after start"]
+    if v.get("dead_letters"):
+        notes.append(f"{v['dead_letters']:,} dead letters")
+    if v.get("agreement"):
+        notes.append("predictions = pypmml's: {}/{}".format(*v["agreement"]))
+    return "   " + "; ".join(notes)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=300_000)
-    ap.add_argument("--baseline-records", type=int, default=5_000)
-    ap.add_argument("--per-batch", type=int, default=50_000)
+    ap.add_argument("--records", type=int, default=300_000, help="records in the data topic (default 300,000)")
+    ap.add_argument("--baseline-records", type=int, default=5_000, help="records for (a) (default 5,000)")
+    ap.add_argument("--per-batch", type=int, default=50_000,
+                    help="scorestream's maxOffsetsPerTrigger, and the records left out of the steady rate")
+    ap.add_argument("--only", type=parts, default=list(PARTS), help=f"comma-separated: {','.join(PARTS)},latency")
+    ap.add_argument("--latency-rate", type=float, help="records/s for the latency runs (default: half scorestream's PMML rate)")
+    ap.add_argument("--latency-seconds", type=float, default=25.0, help="measured seconds at the paced rate (default 25)")
+    ap.add_argument("--warmup", type=float, default=10.0, help="least seconds of warm-up before measuring latency")
     args = ap.parse_args()
-    rows = feed.wine_rows()
-    tree = models.descriptor("tree", "1", "pmml", models.tree_pmml(rows))
-    keras = models.descriptor("keras", "1", "tensorflow", models.keras_savedmodel_zip(rows, epochs=3))
-    with tempfile.TemporaryDirectory() as tmp, EmbeddedBroker(log=Path(tmp) / "broker.log") as broker:
-        create_topics(broker.bootstrap, {"bench-in": 2})
-        preload(broker.bootstrap, "bench-in", args.records)
-        raw1 = raw_rate(broker.bootstrap, "bench-in", args.records, 1)
-        raw2 = raw_rate(broker.bootstrap, "bench-in", args.records, 2)
-        per_record = per_record_rate(broker.bootstrap, "bench-in", tree.data, args.baseline_records)
-        pmml = job_rate(broker.bootstrap, Path(tmp), tree, args.records, args.per_batch, "pmml")
-        tf = job_rate(broker.bootstrap, Path(tmp), keras, args.records, args.per_batch, "tf")
-        passthrough = passthrough_rate(broker.bootstrap, "bench-in", args.records)
-    print(f"\nrecords: {args.records} (baseline (a): {args.baseline_records}), Spark local[2], 2 partitions")
-    print(f"(b) raw broker consume+produce, 1 process : {raw1:>10,.0f} rec/s")
-    print(f"(b) raw broker consume+produce, 2 processes: {raw2:>10,.0f} rec/s")
-    print(f"(a) per-record pypmml loop                : {per_record:>10,.0f} rec/s")
-    print(f"(c) scorestream source+sink, no scoring   : {passthrough:>10,.0f} rec/s   "
-          f"{100 * passthrough / raw1:.0f}% of (b, 1 proc)   {100 * passthrough / raw2:.0f}% of (b, 2 procs)")
-    for label, r in (("PMML", pmml), ("TF  ", tf)):
-        print(
-            f"scorestream {label} steady state            : {r['steady']:>10,.0f} rec/s   "
-            f"x{r['steady'] / per_record:,.1f} of (a)   {100 * r['steady'] / raw1:.0f}% of (b, 1 proc)   "
-            f"{100 * r['steady'] / raw2:.0f}% of (b, 2 procs)   incl. start-up: {r['with_startup']:,.0f} rec/s"
-        )
+    args.per_batch = min(args.per_batch, max(1, args.records // 6))
+    load = os.getloadavg()[0]  # over the last minute: other work running as this starts
+    r = run(args)
+    r["load"] = load
+    report(args, r)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,128 @@
+"""Peer (K): the reference architecture, Kafka Streams + PMML4S, as a Java process (kstreams_peer/).
+
+The sources are compiled on first use with ``javac --release 17`` into a jar cached outside git,
+named by a digest of the sources. Kafka Streams comes from Maven Central (``scorestream.jars``);
+PMML4S is the one scorestream scores with (the pypmml wheel's), so both peers run one version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+SOURCES = Path(__file__).parent / "kstreams_peer"
+MAIN_CLASS = "dev.scorestream.bench.KStreamsPeer"
+JVM_OPTS = ("-Xmx1g",)  # as the job's Spark driver (spark.driver.memory 1g); JVM defaults otherwise
+# The set also carries PMML4S 0.9.15 (the newest on Maven Central) and its Scala and commons jars:
+# scoring uses scorestream's PMML4S instead, so those are left out.
+NOT_KAFKA = ("pmml4s_", "spray-json_", "scala-", "commons-")
+
+
+def kafka_streams_jars() -> list[Path]:
+    """kafka-streams 4.3.1 and its runtime closure (kafka-clients, Jackson, RocksDB, slf4j...)."""
+    from scorestream.jars import resolve
+
+    return [j for j in resolve("kstreams-peer") if not j.name.startswith(NOT_KAFKA)]
+
+
+def pmml4s_jars() -> list[Path]:
+    """PMML4S as scorestream scores with it: pmml4s_2.13-1.5.8 and spray-json from the pypmml
+    wheel, with the Scala 2.13 library and the commons jars that the same wheel ships for them."""
+    from scorestream.runtime.jvm import pmml4s_jars as scorestream_pmml4s
+
+    own = scorestream_pmml4s()
+    return own + [j for j in sorted(own[0].parent.glob("*.jar")) if j not in own]
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "scorestream" / "bench"
+
+
+def peer_jar() -> Path:
+    """The compiled peer for the current sources: from the cache, or built now."""
+    sources = sorted(SOURCES.glob("*.java"))
+    digest = hashlib.sha256(b"".join(s.name.encode() + s.read_bytes() for s in sources)).hexdigest()[:12]
+    target = cache_dir() / f"kstreams-peer-{digest}.jar"
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    classpath = os.pathsep.join(map(str, [*kafka_streams_jars(), *pmml4s_jars()]))
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:  # same filesystem: atomic rename
+        out = Path(tmp) / "classes"
+        res = subprocess.run(
+            ["javac", "--release", "17", "-nowarn", "-cp", classpath, "-d", str(out), *map(str, sources)],
+            capture_output=True, text=True,
+        )
+        if res.returncode != 0:
+            raise RuntimeError(f"javac failed for {SOURCES}:\n{res.stdout}{res.stderr}")
+        partial = Path(tmp) / target.name
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
+            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n\n")
+            for f in sorted(out.rglob("*.class")):
+                jar.write(f, f.relative_to(out).as_posix())
+        partial.replace(target)  # a concurrent reader never sees half a jar
+    return target
+
+
+def classpath() -> str:
+    return os.pathsep.join(map(str, [peer_jar(), *kafka_streams_jars(), *pmml4s_jars()]))
+
+
+class PeerProcess:
+    """The Kafka Streams peer as a JVM process in its own process group."""
+
+    trigger_seconds = 0.0  # no micro-batches: records are processed as they are polled
+
+    def __init__(self, bootstrap: str, app_id: str, topics: dict[str, str], workdir: Path, **settings: str):
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.workdir / f"{app_id}.log"
+        self.args = [bootstrap, app_id, topics["data"], topics["out"], topics["models"], str(self.workdir / "state")]
+        self.settings = settings  # Kafka Streams settings over the peer's own (KStreamsPeer.main)
+        self.proc: subprocess.Popen | None = None
+        self.started = 0.0  # wall clock at start, comparable with the broker's timestamps
+
+    def start(self) -> "PeerProcess":
+        cmd = ["java", *JVM_OPTS, "-cp", classpath(), MAIN_CLASS, *self.args,
+               *(f"{k}={v}" for k, v in self.settings.items())]
+        self.started = time.time()
+        self.proc = subprocess.Popen(cmd, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def wait_ready(self, timeout: float = 120.0) -> "PeerProcess":
+        """Until Kafka Streams says RUNNING: models restored, tasks assigned."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise RuntimeError(f"the Kafka Streams peer exited; log {self.log_path}:\n{self.tail()}")
+            if "state RUNNING" in self.log_path.read_text(errors="replace"):
+                return self
+            time.sleep(0.2)
+        raise TimeoutError(f"the Kafka Streams peer is not RUNNING after {timeout}s:\n{self.tail()}")
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # the JVM's shutdown hook closes Kafka Streams
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+    def tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""

@@ -1,0 +1,68 @@
+"""scorestream's serving job as a benchmark peer: ``python -m scorestream.runtime`` in its own
+process (``JobProcess``, the entry point a pod runs), Spark local[2]."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from scorestream.config import JobConfig, SparkConfig, duration_seconds
+from scorestream.demo import feed
+from scorestream.demo.broker import free_port
+from scorestream.demo.process import JobProcess
+
+
+def default_trigger() -> str:
+    """The job configuration's default trigger interval (what a ModelServing gets unless it says)."""
+    return SparkConfig().trigger_interval
+
+
+class Job:
+    """A serving job with the peer interface the measurements use: start, started, alive, stop."""
+
+    def __init__(self, bootstrap: str, name: str, topics: dict[str, str], work: Path,
+                 per_batch: int | None = None, trigger: str | None = None):
+        kafka = {
+            "bootstrapServers": bootstrap,
+            "dataTopic": topics["data"],
+            "outputTopic": topics["out"],
+            "deadLetterTopic": topics["dlq"],
+            "modelsTopic": topics["models"],
+        }
+        if per_batch:
+            kafka["maxOffsetsPerTrigger"] = per_batch
+        spark = {"master": "local[2]"}
+        if trigger:
+            spark["triggerInterval"] = trigger
+        config = JobConfig.model_validate({
+            "name": name,
+            "namespace": "bench",
+            "dataTypes": ["wine"],
+            "kafka": kafka,
+            "input": {"fields": list(feed.WINE_COLUMNS)},
+            "spark": spark,
+            "http": {"host": "127.0.0.1", "port": free_port()},
+            "checkpointLocation": str(work / name / "checkpoint"),
+            "workDir": str(work / name / "job"),
+        })
+        self.trigger_seconds = duration_seconds(config.spark.trigger_interval)
+        self.process = JobProcess(config, work / name)
+        self.started = 0.0
+
+    def start(self) -> "Job":
+        self.started = time.time()  # wall clock: comparable with the broker's timestamps
+        self.process.start()
+        return self
+
+    def alive(self) -> bool:
+        return self.process.proc is not None and self.process.proc.poll() is None
+
+    def wait_ready(self, timeout: float = 180.0) -> "Job":
+        self.process.wait_ready(timeout)
+        return self
+
+    def stop(self) -> None:
+        self.process.stop()
+
+    def tail(self) -> str:
+        return self.process.tail()

@@ -1,0 +1,109 @@
+"""Kafka helpers every peer's measurement shares: loading the data topic, output topics stamped by
+the broker, waiting for and reading what a peer wrote, and rates from the broker's timestamps."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from scorestream.demo import feed
+from scorestream.demo.broker import create_topics
+
+# Outputs are stamped by the broker when appended: the end of every measured interval.
+LOG_APPEND = {"message.timestamp.type": "LogAppendTime"}
+
+
+def make_topics(bootstrap: str, data: str | None = None, outputs: tuple[str, ...] = (), **others: int) -> None:
+    """`data` and `outputs` with 2 partitions (outputs stamped with LogAppendTime), others as given."""
+    topics = {**({data: 2} if data else {}), **{o: 2 for o in outputs}, **others}
+    create_topics(bootstrap, topics, {o: LOG_APPEND for o in outputs})
+
+
+def preload(bootstrap: str, topic: str, n: int, partitions: int = 2) -> None:
+    """n wine records as JSON, keys 0..n-1, round-robin over the partitions."""
+    rows = feed.wine_rows()
+    feed.produce(bootstrap, topic, ((str(i).encode(), feed.wine_json(rows[i % len(rows)])) for i in range(n)), partitions)
+
+
+def written(consumer, topics: list[str]) -> int:
+    """Records in these topics now: the sum of their partitions' high watermarks."""
+    from confluent_kafka import TopicPartition
+
+    total = 0
+    for t in topics:
+        for p in consumer.list_topics(t, timeout=10).topics[t].partitions:
+            total += consumer.get_watermark_offsets(TopicPartition(t, p), timeout=10, cached=False)[1]
+    return total
+
+
+def consumer(bootstrap: str):
+    from confluent_kafka import Consumer
+
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-reader", "enable.auto.commit": False})
+
+
+def wait_written(bootstrap: str, topics: list[str], n: int, timeout: float, alive=lambda: True, what: str = "") -> None:
+    """Until the topics hold n records (a peer's output and dead letters); raises on timeout."""
+    c = consumer(bootstrap)
+    try:
+        deadline = time.monotonic() + timeout
+        while (done := written(c, topics)) < n:
+            if not alive():
+                raise RuntimeError(f"{what} stopped after writing {done} of {n}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what}: {done} of {n} written in {timeout:.0f}s")
+            time.sleep(0.1)
+    finally:
+        c.close()
+
+
+@dataclass
+class Message:
+    timestamp: int  # ms: the broker's append time on an output topic
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+def read_all(bootstrap: str, topic: str) -> list[Message]:
+    """Every message of a topic up to its current end, by assignment (no group join)."""
+    from confluent_kafka import TopicPartition
+
+    c = consumer(bootstrap)
+    try:
+        parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1] for p in parts}
+        c.assign([TopicPartition(topic, p, 0) for p in parts])
+        out: list[Message] = []
+        left = {p for p, end in ends.items() if end > 0}
+        deadline = time.monotonic() + 120
+        while left and time.monotonic() < deadline:
+            for m in c.consume(10_000, timeout=1.0):
+                if m.error() is not None or m.partition() not in left:
+                    continue
+                out.append(Message(m.timestamp()[1], m.partition(), m.offset(), m.key(), m.value()))
+                if m.offset() + 1 >= ends[m.partition()]:
+                    left.discard(m.partition())
+        if left:
+            raise TimeoutError(f"{topic}: partitions {sorted(left)} not read to their end")
+        return out
+    finally:
+        c.close()
+
+
+def rates(append_ms: list[int], started: float, skip: int) -> dict:
+    """Records per second from the broker's append times of a peer's output.
+
+    with_startup: all records over the time from the peer's start (wall clock) to the last one
+    written. steady: the records after the first `skip` (one micro-batch's worth) over the time
+    from when the `skip`-th was written to the last.
+    """
+    ts = sorted(append_ms)
+    n = len(ts)
+    last = ts[-1] / 1000
+    steady = float("nan")
+    if 0 < skip < n and ts[-1] > ts[skip - 1]:
+        steady = (n - skip) / (last - ts[skip - 1] / 1000)
+    return {"records": n, "steady": steady, "with_startup": n / (last - started),
+            "first_written_s": ts[0] / 1000 - started, "last_written_s": last - started}
