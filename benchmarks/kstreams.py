@@ -7,14 +7,13 @@ PMML4S is the one scorestream scores with (the pypmml wheel's), so both peers ru
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import subprocess
-import tempfile
 import time
-import zipfile
 from pathlib import Path
+
+from javac import compiled_jar
 
 SOURCES = Path(__file__).parent / "kstreams_peer"
 MAIN_CLASS = "dev.scorestream.bench.KStreamsPeer"
@@ -40,38 +39,20 @@ def pmml4s_jars() -> list[Path]:
     return own + [j for j in sorted(own[0].parent.glob("*.jar")) if j not in own]
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "scorestream" / "bench"
-
-
 def peer_jar() -> Path:
     """The compiled peer for the current sources: from the cache, or built now."""
-    sources = sorted(SOURCES.glob("*.java"))
-    digest = hashlib.sha256(b"".join(s.name.encode() + s.read_bytes() for s in sources)).hexdigest()[:12]
-    target = cache_dir() / f"kstreams-peer-{digest}.jar"
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    classpath = os.pathsep.join(map(str, [*kafka_streams_jars(), *pmml4s_jars()]))
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:  # same filesystem: atomic rename
-        out = Path(tmp) / "classes"
-        res = subprocess.run(
-            ["javac", "--release", "17", "-nowarn", "-cp", classpath, "-d", str(out), *map(str, sources)],
-            capture_output=True, text=True,
-        )
-        if res.returncode != 0:
-            raise RuntimeError(f"javac failed for {SOURCES}:\n{res.stdout}{res.stderr}")
-        partial = Path(tmp) / target.name
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
-            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n\n")
-            for f in sorted(out.rglob("*.class")):
-                jar.write(f, f.relative_to(out).as_posix())
-        partial.replace(target)  # a concurrent reader never sees half a jar
-    return target
+    return compiled_jar("kstreams-peer", SOURCES, [*kafka_streams_jars(), *pmml4s_jars(), scorer_jar()])
 
 
 def classpath() -> str:
-    return os.pathsep.join(map(str, [peer_jar(), *kafka_streams_jars(), *pmml4s_jars()]))
+    return os.pathsep.join(map(str, [peer_jar(), *kafka_streams_jars(), *pmml4s_jars(), scorer_jar()]))
+
+
+def scorer_jar() -> Path:
+    """scorestream's scorer jar, for its record decoder only (RecordFields, no Spark classes): the same parsing in both peers."""
+    from scorestream.runtime.jvm import scorer_jar as build
+
+    return build()
 
 
 class PeerProcess:

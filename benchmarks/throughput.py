@@ -15,6 +15,8 @@ that every peer reads; the demo's decision tree (PMML) for every PMML peer. Part
                 p50/p99 from a record's CreateTime to its prediction's LogAppendTime, produced at a
                 steady pace of half scorestream's PMML rate (or `--latency-rate`); scorestream with
                 the job config's default trigger interval
+  counting      what the serving statistics cost: the JVM scorer's counting per record next to its
+                decode + PMML4S + prediction record, in one warm JVM (counting/)
 Rates from the broker's append times of each peer's output. Steady state: the records after the
 first `--per-batch` (scorestream's first micro-batch, which pays for start-up and JIT; the same
 count for K) over their time. Incl. start-up: all records over the time from the peer's process
@@ -33,6 +35,7 @@ import traceback
 from pathlib import Path
 
 import baselines
+import counting
 import kstreams
 import latency
 import serving
@@ -41,7 +44,7 @@ from scorestream import jars
 from scorestream.demo import feed, models
 from scorestream.demo.broker import EmbeddedBroker
 
-PARTS = ("raw", "a", "K", "pmml", "tf", "K-latency", "pmml-latency")
+PARTS = ("raw", "a", "K", "pmml", "tf", "K-latency", "pmml-latency", "counting")
 ALIASES = {"latency": ("K-latency", "pmml-latency"), "all": PARTS}
 DATA = "bench-in"
 
@@ -136,6 +139,7 @@ def run(args) -> dict:
         part("K-latency", lambda: paced_latency(b, "lat-k", tree, k_peer, rate, args))
         # The job configuration's own trigger interval: none is set here.
         part("pmml-latency", lambda: paced_latency(b, "lat-pmml", tree, lambda t: serving.Job(b, "lat-pmml", t, work), rate, args))
+    part("counting", counting.measure)
     return r
 
 
@@ -208,6 +212,12 @@ def report(args, r: dict) -> None:
                 print(f"  {label:40}p50 {v['p50']:>6,} ms   p99 {v['p99']:>6,} ms   max {v['max']:>6,} ms   "
                       f"({v['records']:,} records, warm-up {v['warmup_s']:.0f}s; the producer's own ack p99 {v['ack_p99']} ms; "
                       f"timings.eventTime = CreateTime: {v['event_time_is_create_time']})")
+
+
+    if "counting" in ok:
+        work, count = ok["counting"]
+        print(f"\nserving statistics, counted by the JVM scorer (BatchCounts): {count:.1f} ns per record, next to "
+              f"{work:,.0f} ns of decode + PMML4S + prediction record: {count / (work + count):.2%} of the scorer's work")
 
 
 def _startup(v: dict) -> str:

@@ -1,5 +1,6 @@
 package dev.scorestream.bench;
 
+import dev.scorestream.jvm.RecordFields;
 import java.time.Duration;
 import java.util.Map;
 import java.util.Properties;
@@ -139,7 +140,7 @@ public final class KStreamsPeer {
     @Override
     public void process(FixedKeyRecord<byte[], byte[]> record) {
       try {
-        Map<String, Object> fields = PmmlModel.decodeJson(record.value());
+        Map<String, Object> fields = RecordFields.decodeJson(record.value());
         Object dataType = fields.get(DATA_TYPE_FIELD);
         PmmlModel model = dataType instanceof String ? model((String) dataType) : null;
         if (model == null) {

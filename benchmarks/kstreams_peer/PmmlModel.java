@@ -3,8 +3,6 @@ package dev.scorestream.bench;
 import com.fasterxml.jackson.core.JsonEncoding;
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
-import com.fasterxml.jackson.core.JsonParser;
-import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.ByteArrayOutputStream;
@@ -14,16 +12,16 @@ import java.time.ZoneOffset;
 import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
 import java.util.Base64;
-import java.util.HashMap;
-import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
+import dev.scorestream.jvm.RecordFields;
 import org.pmml4s.metadata.OutputField;
 import org.pmml4s.model.Model;
 
 /**
  * A PMML model from scorestream's JSON descriptor, and one record through it: input decoding, field
- * matching and the output record follow scorestream's JVM scorer (runtime/jvm, Scorer.java).
+ * matching are scorestream's own (RecordFields.decodeJson, RecordFields.normalize), so the two peers differ in
+ * architecture, not in parsing; the output record has scorestream's fields.
  */
 final class PmmlModel {
   private static final ObjectMapper MAPPER = new ObjectMapper();
@@ -48,7 +46,7 @@ final class PmmlModel {
     this.model = model;
     this.inputs = model.inputNames();
     this.normalized = new String[inputs.length];
-    for (int i = 0; i < inputs.length; i++) normalized[i] = normalize(inputs[i]);
+    for (int i = 0; i < inputs.length; i++) normalized[i] = RecordFields.normalize(inputs[i]);
     this.outputNames = model.outputNames();
     int p = -1;
     List<Integer> prob = new ArrayList<>();
@@ -157,68 +155,5 @@ final class PmmlModel {
       g.writeEndObject();
     }
     return buf.bytes.toByteArray();
-  }
-
-  /** Lower case, runs of anything but letters and digits become one underscore (as scorestream). */
-  static String normalize(String name) {
-    StringBuilder b = new StringBuilder(name.length());
-    boolean gap = false;
-    for (int i = 0; i < name.length(); i++) {
-      char c = Character.toLowerCase(name.charAt(i));
-      if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
-        if (gap && b.length() > 0) b.append('_');
-        b.append(c);
-        gap = false;
-      } else {
-        gap = true;
-      }
-    }
-    return b.toString();
-  }
-
-  // Jackson hands out canonical (interned) field names: one normalisation per name and thread.
-  private static final ThreadLocal<IdentityHashMap<String, String>> NAMES =
-      ThreadLocal.withInitial(IdentityHashMap::new);
-
-  private static String normalizedName(String name) {
-    IdentityHashMap<String, String> cache = NAMES.get();
-    String n = cache.get(name);
-    if (n == null) {
-      if (cache.size() > 4096) cache.clear();
-      n = normalize(name);
-      cache.put(name, n);
-    }
-    return n;
-  }
-
-  /** A JSON object's top-level fields: numbers as Double, strings as String, anything else FALSE. */
-  static Map<String, Object> decodeJson(byte[] value) throws Exception {
-    if (value == null) throw new IllegalArgumentException("record has no value");
-    Map<String, Object> out = new HashMap<>(32);
-    try (JsonParser p = JSON.createParser(value)) {
-      if (p.nextToken() != JsonToken.START_OBJECT) throw new IllegalArgumentException("not a JSON object");
-      JsonToken t;
-      while ((t = p.nextToken()) == JsonToken.FIELD_NAME) {
-        String name = normalizedName(p.currentName());
-        switch (p.nextToken()) {
-          case VALUE_NUMBER_INT:
-          case VALUE_NUMBER_FLOAT:
-            out.put(name, p.getDoubleValue());
-            break;
-          case VALUE_STRING:
-            out.put(name, p.getText());
-            break;
-          case START_OBJECT:
-          case START_ARRAY:
-            p.skipChildren();
-            out.put(name, Boolean.FALSE);
-            break;
-          default:
-            out.put(name, Boolean.FALSE);
-        }
-      }
-      if (t != JsonToken.END_OBJECT) throw new IllegalArgumentException("malformed JSON object");
-    }
-    return out;
   }
 }

@@ -31,7 +31,7 @@ final class Protobuf {
     Field[] out = new Field[max + 1];
     for (Map.Entry<String, List<String>> e : table.entrySet()) {
       out[Integer.parseInt(e.getKey())] =
-          new Field(Scorer.normalize(e.getValue().get(0)), e.getValue().get(1));
+          new Field(RecordFields.normalize(e.getValue().get(0)), e.getValue().get(1));
     }
     return out;
   }

@@ -1,8 +1,5 @@
 package dev.scorestream.jvm;
 
-import com.fasterxml.jackson.core.JsonFactory;
-import com.fasterxml.jackson.core.JsonParser;
-import com.fasterxml.jackson.core.JsonToken;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.File;
 import java.util.ArrayList;
@@ -58,7 +55,6 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
   static final DataType RESULT_TYPE = DataType.fromDDL(RESULT_DDL);
 
   private static final ObjectMapper MAPPER = new ObjectMapper();
-  private static final JsonFactory JSON = new JsonFactory();
   private static final Map<String, Pmml> MODELS = new ConcurrentHashMap<>();
 
   private final String tableJson;
@@ -103,7 +99,7 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
     Records.Source src = new Records.Source(key, topic, partition, offset, timestamp);
     Map<String, Object> fields;
     try {
-      fields = t.protobuf == null ? decodeJson(value) : Protobuf.decode(value, t.protobuf);
+      fields = t.protobuf == null ? RecordFields.decodeJson(value) : Protobuf.decode(value, t.protobuf);
     } catch (Exception e) {
       return finish(t, counts, src, null, Slot.failure(null, "decode", message(e)), null);
     }
@@ -223,75 +219,6 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
     return e.getClass().getSimpleName() + (m == null ? "" : ": " + m);
   }
 
-  /** Lower case, runs of anything but letters and digits become one underscore. */
-  public static String normalize(String name) {
-    StringBuilder b = new StringBuilder(name.length());
-    boolean gap = false;
-    for (int i = 0; i < name.length(); i++) {
-      char c = Character.toLowerCase(name.charAt(i));
-      if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')) {
-        if (gap && b.length() > 0) b.append('_');
-        b.append(c);
-        gap = false;
-      } else {
-        gap = true;
-      }
-    }
-    return b.toString();
-  }
-
-  // Jackson hands out canonical (interned) field names, so records of one shape hit this cache
-  // by identity and are normalised once per JVM, not once per record.
-  private static final ThreadLocal<java.util.IdentityHashMap<String, String>> NAMES =
-      ThreadLocal.withInitial(java.util.IdentityHashMap::new);
-
-  private static String normalizedName(String name) {
-    java.util.IdentityHashMap<String, String> cache = NAMES.get();
-    String n = cache.get(name);
-    if (n == null) {
-      if (cache.size() > 4096) cache.clear(); // records with ever-new keys: stay bounded
-      n = normalize(name);
-      cache.put(name, n);
-    }
-    return n;
-  }
-
-  /** A JSON object's top-level fields: numbers as Double, strings as String, others by type. */
-  static Map<String, Object> decodeJson(byte[] value) throws Exception {
-    if (value == null) throw new IllegalArgumentException("record has no value");
-    Map<String, Object> out = new HashMap<>(32);
-    try (JsonParser p = JSON.createParser(value)) {
-      if (p.nextToken() != JsonToken.START_OBJECT) {
-        throw new IllegalArgumentException("record is not a JSON object");
-      }
-      JsonToken t;
-      while ((t = p.nextToken()) == JsonToken.FIELD_NAME) {
-        String name = normalizedName(p.currentName());
-        JsonToken v = p.nextToken();
-        switch (v) {
-          case VALUE_NUMBER_INT:
-          case VALUE_NUMBER_FLOAT:
-            out.put(name, p.getDoubleValue());
-            break;
-          case VALUE_STRING:
-            out.put(name, p.getText());
-            break;
-          case START_OBJECT:
-          case START_ARRAY:
-            p.skipChildren();
-            out.put(name, Boolean.FALSE);
-            break;
-          default:
-            // null and booleans: present, but not usable as a number or a dataType.
-            out.put(name, Boolean.FALSE);
-        }
-      }
-      if (t != JsonToken.END_OBJECT) throw new IllegalArgumentException("malformed JSON object");
-      if (p.nextToken() != null) throw new IllegalArgumentException("trailing data after JSON");
-    }
-    return out;
-  }
-
   /** What the driver knows of a PMML model before it is used: checks it and describes it. */
   public static String describe(String path) {
     Pmml m = Pmml.load(path);
@@ -325,7 +252,7 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
       file = r.file;
       inputs = r.inputs.toArray(new String[0]);
       normalized = new String[inputs.length];
-      for (int i = 0; i < inputs.length; i++) normalized[i] = normalize(inputs[i]);
+      for (int i = 0; i < inputs.length; i++) normalized[i] = RecordFields.normalize(inputs[i]);
       candidate = r.candidate == null ? null : new Route(r.candidate);
       shadow = "shadow".equals(r.mode);
       share = r.share;
@@ -347,7 +274,7 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
       RoutingTable r = RoutingTable.parse(json);
       Table t = new Table();
       t.dataTypeName = r.dataTypeField;
-      t.dataTypeField = normalize(r.dataTypeField);
+      t.dataTypeField = RecordFields.normalize(r.dataTypeField);
       t.served = r.served == null ? null : new HashSet<>(r.served);
       for (Map.Entry<String, RoutingTable.Route> e : r.routes.entrySet()) t.routes.put(e.getKey(), new Route(e.getValue()));
       t.protobuf = r.protobuf == null ? null : Protobuf.fields(r.protobuf);
