@@ -31,6 +31,25 @@ def wine_fixtures() -> Path:
 
 
 @pytest.fixture(scope="session")
+def jvm_session():
+    """A batch SparkSession (local[1], no streaming query) with the scorer's jars: for tests that
+    drive the JVM scorer directly."""
+    from pyspark.sql import SparkSession
+
+    from scorestream.runtime import jvm
+
+    session = (
+        SparkSession.builder.master("local[1]").appName("scorestream-tests")
+        .config("spark.jars", ",".join(str(p) for p in jvm.spark_jars()))
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
 def broker(tmp_path_factory):
     """One single-node Apache Kafka broker for the session; its log is broker*/kafka.log."""
     log = tmp_path_factory.mktemp("broker") / "kafka.log"

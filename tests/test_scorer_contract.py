@@ -24,20 +24,8 @@ KAFKA_ROW = "key binary, value binary, headers array<struct<key:string,value:bin
 
 
 @pytest.fixture(scope="module")
-def spark(tmp_path_factory):
-    from pyspark.sql import SparkSession
-
-    from scorestream.runtime import jvm
-
-    session = (
-        SparkSession.builder.master("local[1]").appName("scorer-contract")
-        .config("spark.jars", ",".join(str(p) for p in jvm.spark_jars()))
-        .config("spark.ui.enabled", "false")
-        .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
-        .getOrCreate()
-    )
-    yield session
-    session.stop()
+def spark(jvm_session):
+    return jvm_session
 
 
 @pytest.fixture(scope="module")
