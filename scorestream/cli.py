@@ -11,7 +11,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scorestream", description="Serve ML models on Kafka streams with Spark")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help="run the local demo: embedded broker, wine data, three models, hot swaps")
+    demo = sub.add_parser("demo", help="run the local demo: Apache Kafka, wine data, three models, hot swaps")
     demo.add_argument("--records", type=int, default=30000, help="records to stream (the wine rows, repeated)")
     demo.add_argument("--rate", type=int, default=3000, help="records per second")
     demo.add_argument("--workdir", default=None, help="where to keep models, checkpoints and logs")
