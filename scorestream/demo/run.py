@@ -1,7 +1,7 @@
 """``scorestream demo``: the whole data plane on one machine, with nothing to prepare.
 
-Starts Apache Kafka (a local single-node broker), trains three models on the packaged wine data, runs the serving job
-as its own process (the same entry point a pod runs), streams wine records, swaps the model twice
+Starts Apache Kafka (one local broker), trains three models on the packaged wine data, runs the
+serving job as its own process (the same entry point a pod runs), streams wine records, swaps the model twice
 mid-stream (PMML tree -> PMML linear regression -> TensorFlow), injects malformed records, prints
 live progress, and prints the serving statistics at the end. Everything it starts, it stops.
 """
