@@ -10,12 +10,10 @@ import java.nio.charset.StandardCharsets;
 import java.time.Instant;
 import java.time.ZoneOffset;
 import java.time.format.DateTimeFormatter;
-import java.util.ArrayList;
 import java.util.Base64;
-import java.util.List;
 import java.util.Map;
+import dev.scorestream.jvm.PmmlOutputs;
 import dev.scorestream.jvm.RecordFields;
-import org.pmml4s.metadata.OutputField;
 import org.pmml4s.model.Model;
 
 /**
@@ -35,10 +33,7 @@ final class PmmlModel {
   private final Model model;
   private final String[] inputs;
   private final String[] normalized;
-  private final String[] outputNames;
-  private final int predicted; // index of the predictedValue output, or -1
-  private final int[] probability; // indexes of probability(x) outputs
-  private final String[] probabilityLabel;
+  private final PmmlOutputs outputs;
 
   private PmmlModel(String name, String version, Model model) {
     this.name = name;
@@ -47,22 +42,7 @@ final class PmmlModel {
     this.inputs = model.inputNames();
     this.normalized = new String[inputs.length];
     for (int i = 0; i < inputs.length; i++) normalized[i] = RecordFields.normalize(inputs[i]);
-    this.outputNames = model.outputNames();
-    int p = -1;
-    List<Integer> prob = new ArrayList<>();
-    List<String> labels = new ArrayList<>();
-    OutputField[] fields = model.outputFields();
-    for (int i = 0; i < fields.length; i++) {
-      String feature = fields[i].feature().toString();
-      if (feature.equals("predictedValue") && p < 0) p = i;
-      if (feature.equals("probability") && fields[i].value().isDefined()) {
-        prob.add(i);
-        labels.add(String.valueOf(fields[i].value().get()));
-      }
-    }
-    this.predicted = p;
-    this.probability = prob.stream().mapToInt(Integer::intValue).toArray();
-    this.probabilityLabel = labels.toArray(new String[0]);
+    this.outputs = new PmmlOutputs(model);
   }
 
   /** {name, version, dataType, format: "pmml", data: base64 PMML, ...} */
@@ -96,31 +76,8 @@ final class PmmlModel {
     Object[] out = model.predict((Object) in);
     long nanos = System.nanoTime() - t0;
 
-    String label = null;
-    Double prediction = null;
-    if (predicted >= 0 && out[predicted] instanceof Number) {
-      prediction = ((Number) out[predicted]).doubleValue();
-    } else {
-      if (predicted >= 0 && out[predicted] != null) label = out[predicted].toString();
-      if (label == null && probability.length > 0) {
-        double best = Double.NEGATIVE_INFINITY;
-        for (int j = 0; j < probability.length; j++) {
-          Object o = out[probability[j]];
-          if (o instanceof Number && ((Number) o).doubleValue() > best) {
-            best = ((Number) o).doubleValue();
-            label = probabilityLabel[j];
-          }
-        }
-      }
-      if (label != null) {
-        try {
-          prediction = Double.parseDouble(label);
-        } catch (NumberFormatException ignored) {
-          // a non-numeric class label: reported in `label` only
-        }
-      }
-    }
-    if (prediction == null && label == null) throw new IllegalStateException("model produced no prediction");
+    PmmlOutputs.Prediction p = outputs.read(out);
+    if (p == null) throw new IllegalStateException("model produced no prediction");
 
     buf.bytes.reset();
     try (JsonGenerator g = JSON.createGenerator(buf.bytes, JsonEncoding.UTF8)) {
@@ -136,15 +93,12 @@ final class PmmlModel {
       g.writeStringField("name", name);
       g.writeStringField("version", version);
       g.writeEndObject();
-      if (prediction != null) g.writeNumberField("prediction", prediction);
-      if (label != null) g.writeStringField("label", label);
+      if (p.value != null) g.writeNumberField("prediction", p.value);
+      if (p.label != null) g.writeStringField("label", p.label);
       g.writeObjectFieldStart("outputs");
-      for (int i = 0; i < out.length; i++) {
-        if (out[i] instanceof Number) {
-          double v = ((Number) out[i]).doubleValue();
-          if (Double.isNaN(v)) g.writeNullField(outputNames[i]);
-          else g.writeNumberField(outputNames[i], v);
-        }
+      for (Map.Entry<String, Double> e : p.outputs.entrySet()) {
+        if (e.getValue() == null) g.writeNullField(e.getKey());
+        else g.writeNumberField(e.getKey(), e.getValue());
       }
       g.writeEndObject();
       g.writeObjectFieldStart("timings");

@@ -2,7 +2,6 @@ package dev.scorestream.jvm;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.File;
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -287,29 +286,11 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
 
   static final class Pmml {
     final Model model;
-    final int predicted; // index of the predictedValue output, or -1
-    final int[] probability; // indexes of probability(x) outputs
-    final String[] probabilityLabel;
-    final String[] outputNames;
+    final PmmlOutputs outputs;
 
     Pmml(Model model) {
       this.model = model;
-      this.outputNames = model.outputNames();
-      int p = -1;
-      List<Integer> prob = new ArrayList<>();
-      List<String> labels = new ArrayList<>();
-      org.pmml4s.metadata.OutputField[] fields = model.outputFields();
-      for (int i = 0; i < fields.length; i++) {
-        String feature = fields[i].feature().toString();
-        if (feature.equals("predictedValue") && p < 0) p = i;
-        if (feature.equals("probability") && fields[i].value().isDefined()) {
-          prob.add(i);
-          labels.add(String.valueOf(fields[i].value().get()));
-        }
-      }
-      this.predicted = p;
-      this.probability = prob.stream().mapToInt(Integer::intValue).toArray();
-      this.probabilityLabel = labels.toArray(new String[0]);
+      this.outputs = new PmmlOutputs(model);
     }
 
     static Pmml load(String file) {
@@ -321,46 +302,12 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
 
     /** PMML4S's output row as a slot: the predicted value, or the most probable class. */
     Slot result(String route, Object[] out, long nanos) {
-      Map<String, Double> outputs = new LinkedHashMap<>();
-      String label = null;
-      for (int i = 0; i < out.length; i++) {
-        Object o = out[i];
-        if (o instanceof Number) {
-          double d = ((Number) o).doubleValue();
-          outputs.put(outputNames[i], Double.isNaN(d) ? null : d);
-        } else if (o != null && i == predicted) {
-          label = o.toString();
-        }
-      }
-      Double prediction = null;
-      if (predicted >= 0 && out[predicted] instanceof Number) {
-        prediction = ((Number) out[predicted]).doubleValue();
-      } else {
-        if (label == null && probability.length > 0) {
-          double best = Double.NEGATIVE_INFINITY;
-          for (int j = 0; j < probability.length; j++) {
-            Object o = out[probability[j]];
-            if (o instanceof Number && ((Number) o).doubleValue() > best) {
-              best = ((Number) o).doubleValue();
-              label = probabilityLabel[j];
-            }
-          }
-        }
-        if (label != null) {
-          try {
-            prediction = Double.parseDouble(label);
-          } catch (NumberFormatException ignored) {
-            // a non-numeric class label: reported in `label` only
-          }
-        }
-      }
-      if (prediction == null && label == null) {
-        return Slot.failure(route, "score", "model produced no prediction");
-      }
+      PmmlOutputs.Prediction p = outputs.read(out);
+      if (p == null) return Slot.failure(route, "score", "model produced no prediction");
       Slot s = new Slot(route, false);
-      s.prediction = prediction;
-      s.label = label;
-      s.outputs = outputs;
+      s.prediction = p.value;
+      s.label = p.label;
+      s.outputs = p.outputs;
       s.nanos = nanos;
       return s;
     }
