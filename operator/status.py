@@ -265,7 +265,9 @@ def _trial(observed: Observed, previous: dict[str, Any] | None, current: dict[st
         if served:
             trial["current"] = {"name": served["name"], "version": str(served["version"]),
                                 **{k: served[k] for k in ("records", "errors", "meanMs") if served.get(k) is not None}}
-    if trial["phase"] == "Promoting" and _same(current, trial["candidate"]):
+    # The candidate serves only once promoted: Promoted even where the Promoting step was never
+    # recorded (a status write lost to a concurrent reconcile, or a job that confirmed first).
+    if trial["phase"] in ("Analyzing", "Promoting") and _same(current, trial["candidate"]):
         trial["phase"] = "Promoted"
     return trial
 
