@@ -35,7 +35,6 @@ class BatchScorer:
     into the job's accumulator, reset per batch (batches run one at a time)."""
 
     def __init__(self, spark, sink_options: dict[str, str]):
-        self.spark = spark
         self.sink_options = sink_options
         jvm = spark.sparkContext._jvm
         self._scorer = jvm.dev.scorestream.jvm.Scorer

@@ -5,7 +5,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import java.lang.reflect.Field;
 import java.lang.reflect.Modifier;
 import java.lang.reflect.ParameterizedType;
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -100,9 +99,5 @@ public final class RoutingTable {
       return value.endsWith("Route") ? "object of Route" : "object of array";
     }
     return t.getSimpleName();
-  }
-
-  static List<String> orEmpty(List<String> l) {
-    return l == null ? new ArrayList<>() : l;
   }
 }
