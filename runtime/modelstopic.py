@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import traceback
 from dataclasses import dataclass
 
 from scorestream import naming
@@ -81,7 +82,7 @@ class ModelsFollower:
                 if msg.error() is not None:
                     log.warning("models topic: %s", msg.error())
                     continue
-                item = self._read(msg)
+                item = self._guarded_read(msg)
                 if item is not None:
                     seen.setdefault((item.data_type, item.candidate), []).append(item)
                 if msg.offset() + 1 >= ends[msg.partition()]:
@@ -90,10 +91,10 @@ class ModelsFollower:
         for (data_type, candidate), items in sorted(seen.items(), key=lambda kv: kv[0][1]):
             if candidate:
                 # Only the newest candidate counts: an older one was replaced or withdrawn on purpose.
-                self._apply(items[-1])
+                self._guarded_apply(items[-1])
                 continue
             for item in reversed(items):  # the newest serving model that loads
-                if self._apply(item):
+                if self._guarded_apply(item):
                     break
         self.restored = True
 
@@ -121,6 +122,26 @@ class ModelsFollower:
             return Item(d.data_type, role == "candidate", d.label,
                         reason=f"message key {key!r} does not match the descriptor: expected {want!r}")
         return Item(d.data_type, d.candidate is not None, d.label, descriptor=d)
+
+    # A model message is untrusted input: whatever goes wrong with one, it is rejected with a
+    # reason and the follower goes on. The reason names only the exception's type, since its text
+    # may quote the message or what its location pointed at.
+    def _guarded_read(self, msg) -> Item | None:
+        try:
+            return self._read(msg)
+        except Exception as e:
+            log.error("models topic: offset %s could not be read: %s\n%s", msg.offset(), type(e).__name__, _frames(e))
+            self.registry.reject(f"offset {msg.offset()}", None, f"unreadable model message ({type(e).__name__})")
+            return None
+
+    def _guarded_apply(self, item: Item) -> bool:
+        try:
+            return self._apply(item)
+        except Exception as e:
+            log.error("models topic: %s for dataType %s failed to load: %s\n%s", item.label, item.data_type,
+                      type(e).__name__, _frames(e))
+            self.registry.reject(item.label, item.data_type, f"model failed to load ({type(e).__name__})")
+            return False
 
     def _apply(self, item: Item) -> bool:
         """Install, install as candidate, withdraw or reject; True if a model now serves from it."""
@@ -153,9 +174,9 @@ class ModelsFollower:
                     if msg.error() is not None:
                         log.warning("models topic: %s", msg.error())
                         continue
-                    item = self._read(msg)
+                    item = self._guarded_read(msg)
                     if item is not None:
-                        self._apply(item)
+                        self._guarded_apply(item)
         except Exception as e:  # the job reports it unready rather than serving stale models silently
             self.error = f"models follower stopped: {e}"
             log.exception("models follower stopped")
@@ -165,3 +186,8 @@ class ModelsFollower:
         if self._thread:
             self._thread.join(5)
         self.consumer.close()
+
+
+def _frames(e: BaseException) -> str:
+    """Where an exception was raised, without its message (which may quote untrusted input)."""
+    return "".join(traceback.format_tb(e.__traceback__))

@@ -5,10 +5,8 @@ Imported lazily: a job that serves only PMML never loads TensorFlow.
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
-import tarfile
 import tempfile
 import threading
 import zipfile
@@ -17,6 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+
+from scorestream import artifacts
+from scorestream.config import ArtifactPolicy
 
 _lock = threading.Lock()
 _loaded: dict[str, "SavedModel"] = {}
@@ -36,21 +37,17 @@ def _tf():
     return tf
 
 
-def unpack(data: bytes, target: Path) -> Path:
-    """Extract a SavedModel archive (zip or tar[.gz]) and return the folder holding saved_model.pb."""
-    target.mkdir(parents=True, exist_ok=True)
-    if zipfile.is_zipfile(io.BytesIO(data)):
-        with zipfile.ZipFile(io.BytesIO(data)) as z:
-            for name in z.namelist():
-                if name.startswith("/") or ".." in Path(name).parts:
-                    raise ValueError(f"unsafe path in model archive: {name}")
-            z.extractall(target)
-    else:
-        try:
-            with tarfile.open(fileobj=io.BytesIO(data)) as t:
-                t.extractall(target, filter="data")
-        except tarfile.TarError:
-            raise ValueError("TensorFlow model data must be a zip or tar archive of a SavedModel") from None
+def unpack(data: bytes, target: Path, policy: ArtifactPolicy) -> Path:
+    """Extract a SavedModel archive (zip or tar[.gz]) from a model message within the policy's
+    limits, and return the folder holding saved_model.pb."""
+    try:
+        artifacts.unpack(data, target, policy)
+    except artifacts.ArtifactError as e:
+        raise ValueError(str(e)) from None
+    return saved_model_folder(target)
+
+
+def saved_model_folder(target: Path) -> Path:
     found = sorted(p.parent for p in target.rglob("saved_model.pb"))
     if not found:
         raise ValueError("no saved_model.pb in the model archive")
@@ -127,7 +124,10 @@ def cached(archive_path: str) -> SavedModel:
         if model is None:
             folder = Path(tempfile.mkdtemp(prefix="scorestream-tf-"))
             try:
-                model = load(unpack(Path(archive_path).read_bytes(), folder))
+                # Our own archive (archive() of a folder the driver checked), not a message's.
+                with zipfile.ZipFile(archive_path) as z:
+                    z.extractall(folder)
+                model = load(saved_model_folder(folder))
             finally:
                 shutil.rmtree(folder, ignore_errors=True)  # the loaded graph no longer needs them
             if len(_loaded) >= 4:  # swapped-out models: let them go

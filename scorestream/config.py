@@ -91,14 +91,17 @@ def read_properties(path: Path) -> dict[str, str]:
 
 
 def read_properties_text(text: str) -> dict[str, str]:
-    """A Java properties file of `key=value` lines (comments: `#`, `!`)."""
+    """A Java properties file of `key=value` lines (comments: `#`, `!`).
+
+    The text is a Secret's: an error names the line by number only, because a malformed line may
+    be a password pasted without its key, and errors reach logs, status and Events."""
     out: dict[str, str] = {}
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), start=1):
         line = line.strip()
         if line and not line.startswith(("#", "!")):
             key, sep, value = line.partition("=")
             if not sep:
-                raise ValueError(f"line without '=': {key[:40]!r}")
+                raise ValueError(f"line {number} has no '=' (key=value expected)")
             out[key.strip()] = value.strip()
     return out
 
@@ -164,6 +167,47 @@ class SparkConfig(SparkTrigger):
     master: str = "local[2]"
 
 
+# Never model sources, whatever the configuration says: devices, kernel and process state.
+_SYSTEM_DIRS = ("/dev", "/proc", "/sys")
+
+
+class ArtifactPolicy(Strict):
+    """What a model message may make the driver fetch and unpack. Models-topic writers are not
+    trusted with the driver's files, memory, disk or time: every limit here is a rejection, never a
+    truncation."""
+
+    schemes: list[Literal["file", "http", "https", "s3", "gs"]] = ["file", "http", "https", "s3", "gs"]
+    """Location schemes a descriptor may use (an absolute path counts as file)."""
+    model_dirs: list[str] = Field(["/models"], alias="modelDirs")
+    """file:// locations and paths must resolve (symlinks followed) to a file or folder under one of
+    these: the volumes or image folders meant for models, never the job's own config and Secrets."""
+    max_inline_bytes: int = Field(64 << 20, alias="maxInlineBytes", gt=0)
+    """The largest model carried in the message itself."""
+    max_fetch_bytes: int = Field(512 << 20, alias="maxFetchBytes", gt=0)
+    """The largest artifact fetched from a location."""
+    max_unpacked_bytes: int = Field(1 << 30, alias="maxUnpackedBytes", gt=0)
+    """The most bytes a SavedModel archive (or folder) may hold once unpacked."""
+    max_compression_ratio: float = Field(100.0, alias="maxCompressionRatio", gt=1)
+    """Unpacked bytes per archive byte: a SavedModel's weights barely compress, a zip bomb does."""
+    max_members: int = Field(10_000, alias="maxMembers", gt=0)
+    """The most files and folders in a SavedModel archive (or folder)."""
+    fetch_timeout_seconds: float = Field(120.0, alias="fetchTimeoutSeconds", gt=0)
+    """The whole fetch, from connecting to the last byte: a source that drips slower is rejected."""
+    max_redirects: int = Field(5, alias="maxRedirects", ge=0)
+    """HTTP redirects followed (to http or https only)."""
+
+    @field_validator("model_dirs")
+    @classmethod
+    def _model_dirs(cls, dirs: list[str]) -> list[str]:
+        for d in dirs:
+            if not d.startswith("/"):
+                raise ValueError(f"model directory {d!r} is not an absolute path")
+            norm = "/" + d.strip("/")
+            if norm == "/" or any(norm == s or norm.startswith(s + "/") for s in _SYSTEM_DIRS):
+                raise ValueError(f"model directory {d!r} would expose the whole filesystem or system files")
+        return dirs
+
+
 class JobConfig(Strict):
     """One serving job: what to read, where to write, which dataTypes to serve, where to keep state."""
 
@@ -181,6 +225,8 @@ class JobConfig(Strict):
     # checkpoint of its own and starts from the data group's committed offsets; older stateless
     # checkpoints next to it are removed at start.
     upgrade_mode: Literal["last-state", "stateless"] = Field("last-state", alias="upgradeMode")
+    # What a model message may make the driver fetch and unpack.
+    artifacts: ArtifactPolicy = Field(default_factory=ArtifactPolicy)
     # Scratch space for model files handed to executors.
     work_dir: str = Field("/tmp/scorestream", alias="workDir", min_length=1)
     # How long the driver waits for the models topic replay before it gives up starting.

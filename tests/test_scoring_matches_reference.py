@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from scorestream.api.descriptor import ModelDescriptor
+from scorestream.config import ArtifactPolicy
 from scorestream.demo import feed, models
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
@@ -57,8 +58,8 @@ def by_type(outputs: list[dict]) -> dict[str, list[dict]]:
     return grouped
 
 
-def run_all(serving, descriptors: dict[str, ModelDescriptor], rows) -> dict[str, list[dict]]:
-    s = serving(dataTypes=list(descriptors))
+def run_all(serving, descriptors: dict[str, ModelDescriptor], rows, **config) -> dict[str, list[dict]]:
+    s = serving(dataTypes=list(descriptors), **config)
     for d in descriptors.values():
         s.publish(d)
     job = s.start().wait_ready()
@@ -88,6 +89,8 @@ def test_report_models_match_reference(serving, wine_fixtures):
                                   inputs=list(feed.WINE_COLUMNS), location=f"file://{tf_dir}"),
         },
         rows,
+        # The SavedModel folder is read where it lies: the job may read files under it only.
+        artifacts={"modelDirs": [str(wine_fixtures)]},
     )
     assert_pmml_equal(got["tree"], pypmml_outputs(tree, rows), "tree")
     assert_pmml_equal(got["linear"], pypmml_outputs(linear, rows), "linear")
@@ -117,7 +120,7 @@ def test_demo_models_match_reference(serving, tmp_path):
     assert_pmml_equal(got["linear"], pypmml_outputs(linear, rows), "demo linear")
     from scorestream.runtime import tf_model
 
-    want = tf_model.load(tf_model.unpack(keras_zip, tmp_path / "keras")).predict(
+    want = tf_model.load(tf_model.unpack(keras_zip, tmp_path / "keras", ArtifactPolicy())).predict(
         np.asarray([r[:11] for r in rows], dtype=np.float32)
     )
     for i, o in enumerate(got["keras"]):

@@ -81,7 +81,8 @@ _PROTO_FORMATS = {1: "tensorflow", 2: "pmml"}
 def decode(value: bytes | None, headers: dict[str, bytes] | None = None) -> ModelDescriptor:
     if not value:
         raise BadModelMessage("empty model message")
-    ctype = (headers or {}).get("content-type", b"").decode(errors="replace")
+    # A header may be present with no value (null in Kafka).
+    ctype = ((headers or {}).get("content-type") or b"").decode(errors="replace")
     if ctype == JSON_CONTENT_TYPE or (not ctype and value[:1] in (b"{", b"[")):
         return _decode_json(value)
     return _decode_proto(value)
@@ -92,6 +93,8 @@ def _decode_json(value: bytes) -> ModelDescriptor:
         doc = json.loads(value)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise BadModelMessage(f"model descriptor is not valid JSON: {e}") from None
+    except RecursionError:
+        raise BadModelMessage("model descriptor is not valid JSON: nested too deeply") from None
     if not isinstance(doc, dict):
         raise BadModelMessage("model descriptor must be a JSON object")
     if isinstance(doc.get("data"), str):
