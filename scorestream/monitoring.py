@@ -1,0 +1,229 @@
+"""What scorestream exposes to Prometheus, and the Grafana dashboard over it.
+
+The metric catalogue is what the dashboard, the alert rules and their tests are checked against:
+each family is named once here, and a test compares the catalogue with what the real collectors
+(the job's and the operator's) expose. The dashboard JSON in the chart is generated from
+``DASHBOARD`` (``python -m scorestream.monitoring --write``; a test fails on drift).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+Kind = Literal["counter", "gauge", "histogram"]
+Source = Literal["job", "operator"]
+
+# Every job series carries these (from its JobConfig), every per-resource operator series too:
+# one resource's job and status line up in a query without relabelling.
+RESOURCE_LABELS = ("namespace", "name")
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str  # as exposed: counters end in _total
+    kind: Kind
+    source: Source
+    labels: tuple[str, ...] = ()
+
+    @property
+    def series(self) -> tuple[str, ...]:
+        """The series names Prometheus stores for this family."""
+        if self.kind == "histogram":
+            return (f"{self.name}_bucket", f"{self.name}_sum", f"{self.name}_count")
+        return (self.name,)
+
+
+MODEL = ("dataType", "model", "version")
+
+# The job's /metrics (runtime/stats.py StatsCollector, runtime/job_metrics.py JobCollector).
+RECORDS = Family("scorestream_records_total", "counter", "job", ("outcome",))  # outcome: in, out, dead_lettered
+BATCHES = Family("scorestream_batches_total", "counter", "job")
+SCORING_LATENCY = Family("scorestream_scoring_latency_seconds", "histogram", "job")
+CONSUMER_LAG = Family("scorestream_consumer_lag", "gauge", "job")
+MODEL_INVOCATIONS = Family("scorestream_model_invocations_total", "counter", "job", MODEL)
+MODEL_INFO = Family("scorestream_model_info", "gauge", "job", MODEL)
+MODEL_SINCE = Family("scorestream_model_since_seconds", "gauge", "job", ("dataType",))
+MODEL_SWITCHES = Family("scorestream_model_switches_total", "counter", "job")
+MODELS_REJECTED = Family("scorestream_models_rejected_total", "counter", "job")
+JOB_READY = Family("scorestream_job_ready", "gauge", "job")
+EXECUTORS = Family("scorestream_executors", "gauge", "job")
+EXECUTOR_TARGET = Family("scorestream_executor_target", "gauge", "job")
+MODEL_ERRORS = Family("scorestream_model_errors_total", "counter", "job", MODEL)
+CANDIDATE_INFO = Family("scorestream_candidate_info", "gauge", "job", MODEL + ("strategy",))
+CANDIDATE_PERCENT = Family("scorestream_candidate_percent", "gauge", "job", ("dataType", "strategy"))
+SHADOW_COMPARED = Family("scorestream_shadow_compared_total", "counter", "job", MODEL)
+SHADOW_ERRORS = Family("scorestream_shadow_errors_total", "counter", "job", MODEL)
+SHADOW_AGREEMENT = Family("scorestream_shadow_agreement", "gauge", "job", MODEL)
+SHADOW_MEAN_ABS_DIFF = Family("scorestream_shadow_mean_abs_diff", "gauge", "job", MODEL)
+
+# The operator's /metrics (operator/metrics.py).
+CONDITION = Family("scorestream_modelserving_condition", "gauge", "operator", ("type", "status", "reason"))
+PHASE = Family("scorestream_modelserving_phase", "gauge", "operator", ("phase",))
+RECONCILES = Family("scorestream_operator_reconciles_total", "counter", "operator", ("trigger", "outcome"))
+RECONCILE_SECONDS = Family("scorestream_operator_reconcile_seconds", "histogram", "operator", ("trigger",))
+ROLLOUT_STEPS = Family("scorestream_operator_rollout_steps_total", "counter", "operator", ("step",))
+
+FAMILIES: tuple[Family, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Family))
+
+
+def series_names() -> set[str]:
+    return {s for f in FAMILIES for s in f.series}
+
+
+# -- the Grafana dashboard -------------------------------------------------------------------------
+
+# Grafana's own variables, which a query may use; tests substitute them before parsing.
+SEL = 'namespace=~"$namespace", name=~"$name"'
+RATE = "$__rate_interval"
+
+
+@dataclass(frozen=True)
+class Query:
+    expr: str
+    legend: str
+
+
+@dataclass(frozen=True)
+class Panel:
+    title: str
+    queries: tuple[Query, ...]
+    unit: str = "short"
+    kind: Literal["timeseries", "state-timeline"] = "timeseries"
+    description: str = ""
+
+
+def _by(*labels: str) -> str:
+    return ", ".join(("namespace", "name") + labels)
+
+
+DASHBOARD: tuple[Panel, ...] = (
+    Panel("Records per second", (
+        Query(f'sum by ({_by("outcome")}) (rate({RECORDS.name}{{{SEL}}}[{RATE}]))',
+              "{{namespace}}/{{name}} {{outcome}}"),
+    ), unit="rps", description="Read (in), written (out) and dead-lettered records."),
+    Panel("Dead-lettered share", (
+        Query(f'sum by ({_by()}) (rate({RECORDS.name}{{{SEL}, outcome="dead_lettered"}}[{RATE}]))'
+              f' / sum by ({_by()}) (rate({RECORDS.name}{{{SEL}, outcome="in"}}[{RATE}]))',
+              "{{namespace}}/{{name}}"),
+    ), unit="percentunit"),
+    Panel("Scoring latency per record", tuple(
+        Query(f'histogram_quantile({q}, sum by ({_by("le")}) (rate({SCORING_LATENCY.name}_bucket{{{SEL}}}[{RATE}])))',
+              f"{{{{namespace}}}}/{{{{name}}}} p{round(q * 100)}")
+        for q in (0.5, 0.9, 0.99)
+    ), unit="s"),
+    Panel("Consumer lag", (
+        Query(f"sum by ({_by()}) ({CONSUMER_LAG.name}{{{SEL}}})", "{{namespace}}/{{name}}"),
+    ), description="Records in the data topic not yet processed (the data consumer group's lag)."),
+    Panel("Micro-batches per second", (
+        Query(f"sum by ({_by()}) (rate({BATCHES.name}{{{SEL}}}[{RATE}]))", "{{namespace}}/{{name}}"),
+    ), unit="ops"),
+    Panel("Serving model versions", (
+        Query(f"max by ({_by('dataType', 'model', 'version')}) ({MODEL_INFO.name}{{{SEL}}})",
+              "{{name}} {{dataType}}: {{model}} {{version}}"),
+    ), kind="state-timeline", description="Which version served each dataType, over time."),
+    Panel("Records scored per model version", (
+        Query(f"sum by ({_by('dataType', 'model', 'version')}) (rate({MODEL_INVOCATIONS.name}{{{SEL}}}[{RATE}]))",
+              "{{name}} {{model}} {{version}}"),
+    ), unit="rps", description="During a canary, the split between the serving model and the candidate."),
+    Panel("Model errors per second", (
+        Query(f"sum by ({_by('dataType', 'model', 'version')}) (rate({MODEL_ERRORS.name}{{{SEL}}}[{RATE}]))",
+              "{{name}} {{model}} {{version}}"),
+    ), unit="rps"),
+    Panel("Candidate on trial", (
+        Query(f"max by ({_by('dataType', 'model', 'version', 'strategy')}) ({CANDIDATE_INFO.name}{{{SEL}}})"
+              f" * on ({_by('dataType', 'strategy')}) group_left"
+              f" max by ({_by('dataType', 'strategy')}) ({CANDIDATE_PERCENT.name}{{{SEL}}})",
+              "{{name}} {{strategy}} {{model}} {{version}}"),
+    ), unit="percent", description="A canary's share of records; a shadow scores every record, unwritten."),
+    Panel("Shadow agreement with the serving model", (
+        Query(f"max by ({_by('dataType', 'model', 'version')}) ({SHADOW_AGREEMENT.name}{{{SEL}}})",
+              "{{name}} {{model}} {{version}} agreement"),
+        Query(f"max by ({_by('dataType', 'model', 'version')}) ({SHADOW_MEAN_ABS_DIFF.name}{{{SEL}}})",
+              "{{name}} {{model}} {{version}} mean |diff|"),
+    ), description="Share of equal predictions, and the mean absolute difference of predicted values."),
+    Panel("Shadow comparisons per second", (
+        Query(f"sum by ({_by('dataType', 'model', 'version')}) (rate({SHADOW_COMPARED.name}{{{SEL}}}[{RATE}]))",
+              "{{name}} {{model}} {{version}} compared"),
+        Query(f"sum by ({_by('dataType', 'model', 'version')}) (rate({SHADOW_ERRORS.name}{{{SEL}}}[{RATE}]))",
+              "{{name}} {{model}} {{version}} errors"),
+    ), unit="rps"),
+    Panel("Executors", (
+        Query(f"sum by ({_by()}) ({EXECUTORS.name}{{{SEL}}})", "{{namespace}}/{{name}} running"),
+        Query(f"sum by ({_by()}) ({EXECUTOR_TARGET.name}{{{SEL}}})", "{{namespace}}/{{name}} target"),
+    )),
+    Panel("Job ready", (
+        Query(f"max by ({_by()}) ({JOB_READY.name}{{{SEL}}})", "{{namespace}}/{{name}}"),
+    ), kind="state-timeline"),
+)
+
+
+def concrete(expr: str, rate_interval: str = "1m", **values: str) -> str:
+    """A panel's query as Prometheus receives it from Grafana: its variables substituted (all
+    values of $namespace and $name unless given)."""
+    for var, value in {"namespace": ".*", "name": ".*", **values}.items():
+        expr = expr.replace(f'"${var}"', f'"{value}"')
+    return expr.replace(RATE, rate_interval)
+
+
+def _variable(name: str, label: str) -> dict:
+    return {"name": name, "label": label, "type": "query", "datasource": {"type": "prometheus", "uid": "${datasource}"},
+            "query": {"query": f"label_values({RECORDS.name}, {name})", "refId": name},
+            "definition": f"label_values({RECORDS.name}, {name})",
+            "includeAll": True, "multi": True, "allValue": ".*", "refresh": 2, "sort": 1,
+            "current": {"selected": True, "text": ["All"], "value": ["$__all"]}}
+
+
+def dashboard() -> dict:
+    panels = []
+    for i, p in enumerate(DASHBOARD):
+        panels.append({
+            "id": i + 1, "type": p.kind, "title": p.title, "description": p.description,
+            "datasource": {"type": "prometheus", "uid": "${datasource}"},
+            "gridPos": {"h": 8, "w": 12, "x": 12 * (i % 2), "y": 8 * (i // 2)},
+            "fieldConfig": {"defaults": {"unit": p.unit}, "overrides": []},
+            "options": {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True}},
+            "targets": [{"refId": chr(ord("A") + j), "expr": q.expr, "legendFormat": q.legend, "range": True}
+                        for j, q in enumerate(p.queries)],
+        })
+    return {
+        "uid": "scorestream", "title": "scorestream", "tags": ["scorestream", "kafka", "spark"],
+        "schemaVersion": 39, "version": 1, "editable": True, "timezone": "browser",
+        "time": {"from": "now-1h", "to": "now"}, "refresh": "30s",
+        "templating": {"list": [
+            {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
+             "current": {}, "hide": 0},
+            _variable("namespace", "Namespace"),
+            _variable("name", "ModelServing"),
+        ]},
+        "panels": panels,
+    }
+
+
+DASHBOARD_FILE = Path(__file__).resolve().parents[1] / "charts" / "scorestream" / "dashboards" / "scorestream.json"
+
+
+def dashboard_json() -> str:
+    return json.dumps(dashboard(), indent=1) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m scorestream.monitoring",
+                                 description="Print, or write into the chart, the Grafana dashboard.")
+    ap.add_argument("--write", action="store_true", help=f"write {DASHBOARD_FILE}")
+    args = ap.parse_args(argv)
+    if args.write:
+        DASHBOARD_FILE.parent.mkdir(parents=True, exist_ok=True)
+        DASHBOARD_FILE.write_text(dashboard_json())
+        print(DASHBOARD_FILE)
+    else:
+        sys.stdout.write(dashboard_json())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
