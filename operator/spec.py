@@ -8,7 +8,8 @@ CEL rule against the same examples as the validator, so the two cannot drift apa
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -36,10 +37,105 @@ MAX_NAME_LENGTH = 50
 _DNS_1035 = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 _QUANTITY = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 _DATA_TYPE = r"^[A-Za-z0-9._-]{1,128}$"
+# Entries of spark.conf and kafka.properties: bounds the API server's cost of the CEL rules over them.
+MAX_SETTINGS = 256
 
 
 def _rules(*rules: tuple[str, str]) -> dict:
     return {"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]}
+
+
+# --- tenant settings the operator refuses (docs/tenant-settings.md lists them for users) ---------
+
+
+@dataclass(frozen=True)
+class KeyRule:
+    """Configuration keys refused in one map of the spec, with the reason. It is checked twice from
+    this one definition: in Python (`refused`) and as a CEL rule on the map (`validation`), whose
+    messageExpression names the key as the Python message does. Only exact names, prefixes and
+    suffixes, all literals: the API server's cost estimate stays small however long a key is."""
+
+    message: str  # with '{key}', quoted
+    exact: tuple[str, ...] = ()
+    prefixes: tuple[str, ...] = ()
+    suffixes: tuple[str, ...] = ()
+
+    def matches(self, key: str) -> bool:
+        return key in self.exact or key.startswith(self.prefixes) or key.endswith(self.suffixes)
+
+    def refused(self, keys: Iterable[str]) -> list[str]:
+        """The message for each refused key, sorted by key: the key is named, its value never."""
+        return [self.message.format(key=k) for k in sorted(keys) if self.matches(k)]
+
+    def _cel_match(self, var: str) -> str:
+        def lit(text: str) -> str:
+            assert "'" not in text and "\\" not in text, text
+            return f"'{text}'"
+
+        parts = [f"{var} in [{', '.join(lit(e) for e in self.exact)}]"] if self.exact else []
+        parts += [f"{var}.startsWith({lit(p)})" for p in self.prefixes]
+        parts += [f"{var}.endsWith({lit(x)})" for x in self.suffixes]
+        return " || ".join(parts)
+
+    def validation(self) -> dict[str, str]:
+        before, after = self.message.split("{key}")
+        assert '"' not in self.message and "\\" not in self.message, self.message
+        return {
+            "rule": f"self.all(k, !({self._cel_match('k')}))",
+            "message": "a " + self.message.replace(" '{key}'", ""),
+            "messageExpression": f'"{before}" + self.filter(k, {self._cel_match("k")})[0] + "{after}"',
+        }
+
+
+# What the operator (operator/desired.py) and the runtime (runtime/job.py) set for the job, and what
+# decides where it runs, as whom, with which code, and how many executors: the operator's to set.
+OPERATOR_SPARK_CONF = KeyRule(
+    message="spark.conf key '{key}' is the operator's to set (docs/tenant-settings.md):"
+            " use the spec's own fields (image, replicas, autoscaling, resources) instead",
+    exact=(
+        "spark.master", "spark.submit.deployMode", "spark.app.name",
+        "spark.driver.host", "spark.driver.bindAddress", "spark.driver.port", "spark.driver.blockManager.port",
+        "spark.blockManager.port",
+        "spark.executor.instances", "spark.executor.memory",
+        "spark.driver.extraClassPath", "spark.executor.extraClassPath",
+        "spark.redaction.regex",
+        "spark.kubernetes.namespace", "spark.kubernetes.context", "spark.kubernetes.driver.master",
+        "spark.kubernetes.driver.pod.name", "spark.kubernetes.executor.podNamePrefix",
+        "spark.kubernetes.container.image", "spark.kubernetes.container.image.pullPolicy",
+        "spark.kubernetes.driver.container.image", "spark.kubernetes.executor.container.image",
+        "spark.kubernetes.driver.podTemplateFile", "spark.kubernetes.executor.podTemplateFile",
+        "spark.kubernetes.executor.request.cores", "spark.kubernetes.executor.limit.cores",
+        "spark.kubernetes.executor.label.scorestream.dev/modelserving",
+        "spark.kubernetes.executor.label.app.kubernetes.io/component",
+        "spark.kubernetes.driver.ownPersistentVolumeClaim", "spark.kubernetes.driver.reusePersistentVolumeClaim",
+    ),
+    prefixes=("spark.jars", "spark.authenticate", "spark.dynamicAllocation.", "spark.kubernetes.authenticate."),
+)
+
+# kafka.properties land in the job's ConfigMap and in status.lastStableSpec: no secrets there.
+KAFKA_SECRET_PROPERTIES = KeyRule(
+    message="kafka.properties key '{key}' carries a secret: put it in the Secret named by"
+            " kafka.secretRef (properties are copied into the job's ConfigMap and the status)",
+    exact=("sasl.jaas.config", "sasl.oauthbearer.config", "ssl.key.pem", "ssl.keystore.key",
+           "sasl.oauthbearer.assertion.private.key.pem"),
+    suffixes=(".password", ".secret"),
+)
+
+# kafka.properties (and the Secret's settings) also configure the operator's own Kafka clients, in
+# the operator's process and network: nothing that loads code, runs a command or calls a URL.
+KAFKA_CODE_PROPERTIES = KeyRule(
+    message="kafka.properties key '{key}' loads code, runs a command or calls out, and the operator's"
+            " own Kafka clients use these settings: it is refused",
+    exact=("plugin.library.paths", "ssl.engine.location", "sasl.kerberos.kinit.cmd", "metric.reporters",
+           "interceptor.classes", "config.providers", "security.providers"),
+    suffixes=(".class", ".classes", ".url", ".cmd", ".providers"),
+)
+
+
+def operator_client_refusals(properties: Iterable[str]) -> list[str]:
+    """Why the operator will not build its own Kafka clients from these settings (the Secret's
+    included: a tenant writes it too); empty when it will."""
+    return KAFKA_CODE_PROPERTIES.refused(properties)
 
 
 class SecretRef(Strict):
@@ -51,8 +147,21 @@ class SecretRef(Strict):
 
 
 class KafkaSpec(KafkaTopics):
+    properties: dict[str, str] = Field(default_factory=dict, max_length=MAX_SETTINGS, json_schema_extra={
+        "x-kubernetes-validations": [KAFKA_SECRET_PROPERTIES.validation(), KAFKA_CODE_PROPERTIES.validation()]})
+    """Client settings (librdkafka names) that are not secret: security.protocol, sasl.mechanism...
+    Passwords belong in the Secret (secretRef); settings that load code or call out are refused
+    (docs/tenant-settings.md)."""
     secret_ref: SecretRef | None = Field(None, alias="secretRef")
     """Kafka credentials and TLS settings, from a Secret."""
+
+    @field_validator("properties")
+    @classmethod
+    def _properties(cls, v: dict[str, str]) -> dict[str, str]:
+        refused = KAFKA_SECRET_PROPERTIES.refused(v) + KAFKA_CODE_PROPERTIES.refused(v)
+        if refused:
+            raise ValueError("; ".join(refused))
+        return v
 
 
 class ModelSpec(Strict):
@@ -63,7 +172,8 @@ class ModelSpec(Strict):
     format: Literal["pmml", "tensorflow"]
     """pmml (scored by PMML4S in Spark's JVM) or tensorflow (a SavedModel)."""
     uri: str = Field(min_length=1, max_length=262144, pattern=r"^((file|https?|s3|gs)://|/|data:)")
-    """Where the model's artifact is: file:// or an absolute path (a mounted volume of the driver),
+    """Where the model's artifact is: file:// or an absolute path (under the job's model
+    directories, /models by default: a volume or the image's folder for models),
     http(s)://, s3:// or gs:// (with the fsspec extra), or a data: URI (RFC 2397) carrying a small
     model inline. The job fetches it; an artifact it cannot fetch or load fails the rollout and
     the current model keeps serving."""
@@ -157,6 +267,19 @@ class Resources(Strict):
 
 
 class SparkSpec(SparkTrigger):
+    conf: dict[str, str] = Field(default_factory=dict, max_length=MAX_SETTINGS, json_schema_extra={
+        "x-kubernetes-validations": [OPERATOR_SPARK_CONF.validation()]})
+    """Spark configuration (spark.* keys) for the job; the keys the operator sets are refused
+    (docs/tenant-settings.md)."""
+
+    @field_validator("conf")
+    @classmethod
+    def _conf(cls, v: dict[str, str]) -> dict[str, str]:
+        refused = OPERATOR_SPARK_CONF.refused(v)
+        if refused:
+            raise ValueError("; ".join(refused))
+        return v
+
     image: str = Field(min_length=1)
     """The runtime image (scorestream with Spark, PMML4S and TensorFlow); driver and executors run it."""
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field("IfNotPresent", alias="imagePullPolicy")
