@@ -58,7 +58,7 @@ class JobCollector(Collector):
 
         errors = _family(m.MODEL_ERRORS, "Records a model failed to score", m.MODEL_ERRORS.labels)
         info = _family(m.CANDIDATE_INFO, "The candidate on trial per dataType (value 1)", m.CANDIDATE_INFO.labels)
-        percent = _family(m.CANDIDATE_PERCENT, "A canary's share of records in percent (a shadow: 100, unwritten)",
+        percent = _family(m.CANDIDATE_PERCENT, "A canary's share of records in percent (a shadow: 0, it scores every record unwritten)",
                           m.CANDIDATE_PERCENT.labels)
         compared = _family(m.SHADOW_COMPARED, "Records both the shadow and the serving model scored", m.MODEL)
         shadow_errors = _family(m.SHADOW_ERRORS, "Records the shadow failed where the serving model scored", m.MODEL)

@@ -135,11 +135,13 @@ DASHBOARD: tuple[Panel, ...] = (
               "{{name}} {{model}} {{version}}"),
     ), unit="rps"),
     Panel("Candidate on trial", (
-        Query(f"max by ({_by('dataType', 'model', 'version', 'strategy')}) ({CANDIDATE_INFO.name}{{{SEL}}})"
-              f" * on ({_by('dataType', 'strategy')}) group_left"
-              f" max by ({_by('dataType', 'strategy')}) ({CANDIDATE_PERCENT.name}{{{SEL}}})",
-              "{{name}} {{strategy}} {{model}} {{version}}"),
-    ), unit="percent", description="A canary's share of records; a shadow scores every record, unwritten."),
+        Query(f"max by ({_by('dataType', 'model', 'version', 'strategy')}) ({CANDIDATE_INFO.name}{{{SEL}}})",
+              "{{name}} {{dataType}}: {{strategy}} {{model}} {{version}}"),
+    ), kind="state-timeline", description="The canary or shadow standing next to the serving model."),
+    Panel("Canary share of records", (
+        Query(f"max by ({_by('dataType', 'strategy')}) ({CANDIDATE_PERCENT.name}{{{SEL}}})",
+              "{{name}} {{dataType}} {{strategy}}"),
+    ), unit="percent", description="The share of records a canary scores; a shadow (0) scores every record, unwritten."),
     Panel("Shadow agreement with the serving model", (
         Query(f"max by ({_by('dataType', 'model', 'version')}) ({SHADOW_AGREEMENT.name}{{{SEL}}})",
               "{{name}} {{model}} {{version}} agreement"),

@@ -1,0 +1,140 @@
+"""A real Prometheus (Debian's `prometheus`) scraping a real job on the test broker, and every
+Grafana panel's query answered with data from that scrape — the panels exactly as the chart ships
+them (scorestream/monitoring.py), the Grafana variables set to the job's namespace and name.
+
+The job serves a PMML tree with a shadow candidate (so the candidate and shadow panels have
+something to show) while records keep arriving. Prometheus listens on loopback only, keeps its
+data in the test's temporary folder, and is stopped by the test; the whole test is bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+import yaml
+
+from scorestream import monitoring as m
+from scorestream.api.descriptor import CandidateRole
+from scorestream.demo import feed, models
+from scorestream.demo.broker import free_port
+
+from streaming import wait_until
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+SCRAPE = "1s"
+RATE_INTERVAL = "20s"  # what Grafana's $__rate_interval would be at this scrape interval, roughly
+
+
+@pytest.fixture
+def prometheus_binary() -> str:
+    path = shutil.which("prometheus")
+    if path is None:
+        pytest.fail("prometheus not found: `make setup` installs it (Debian: prometheus)")
+    return path
+
+
+class Prometheus:
+    def __init__(self, binary: str, workdir, targets: list[str]):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = {"global": {"scrape_interval": SCRAPE, "evaluation_interval": SCRAPE},
+                  # honor_labels as the chart's PodMonitor: the job's namespace/name labels stay.
+                  "scrape_configs": [{"job_name": "scorestream-jobs", "honor_labels": True,
+                                      "static_configs": [{"targets": targets}]}]}
+        (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
+        self.log = open(workdir / "prometheus.log", "w")
+        self.proc = subprocess.Popen(
+            [binary, f"--config.file={workdir / 'prometheus.yml'}", f"--storage.tsdb.path={workdir / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=1h"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+
+    def get(self, path: str, **params) -> dict:
+        url = f"{self.url}{path}?{urllib.parse.urlencode(params)}" if params else self.url + path
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return json.loads(r.read())
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            assert self.proc.poll() is None, f"prometheus exited {self.proc.returncode}"
+            return False
+
+    def query(self, expr: str) -> list[dict]:
+        answer = self.get("/api/v1/query", query=expr)
+        assert answer["status"] == "success", answer
+        return answer["data"]["result"]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.log.close()
+
+
+def _empty_here(expr: str) -> bool:
+    """Queries with nothing to show in this setting. The executor target exists only where the job
+    manages its executors (a Spark standalone or Kubernetes master); here Spark runs local[2]."""
+    return m.EXECUTOR_TARGET.name in expr
+
+
+def test_every_dashboard_panel_returns_data_from_a_real_scrape_of_a_real_job(serving, prometheus_binary, tmp_path):
+    rows = feed.wine_rows()
+    s = serving(name="scraped")
+    s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml(rows)))
+    job = s.start().wait_ready()
+    shadow = models.descriptor("shallow", "2", "pmml", models.tree_pmml(rows, max_depth=2))
+    s.publish(shadow.model_copy(update={"candidate": CandidateRole(strategy="Shadow", percent=0.0)}))
+    wait_until(lambda: "wine" in job.get("/models")["candidates"], what="the shadow installed")
+
+    stop = threading.Event()
+    sent = [0]
+
+    def feed_records():
+        while not stop.is_set():
+            batch = [rows[(sent[0] + i) % len(rows)] for i in range(50)]
+            sent[0] += s.produce(feed.wine_records(batch, start=sent[0]))
+            stop.wait(0.5)
+
+    producer = threading.Thread(target=feed_records, daemon=True)
+    producer.start()
+    prom = Prometheus(prometheus_binary, tmp_path, [job.url.removeprefix("http://")])
+    try:
+        wait_until(prom.ready, timeout=60, what="prometheus ready")
+        wait_until(lambda: prom.query('up{job="scorestream-jobs"} == 1'), timeout=60, what="the job scraped")
+        job.wait_records(200)
+        time.sleep(25)  # a rate window's worth of scrapes while records flow
+
+        missing, answers = [], {}
+        for panel in m.DASHBOARD:
+            for q in panel.queries:
+                expr = m.concrete(q.expr, RATE_INTERVAL, namespace="test", name="scraped")
+                result = prom.query(expr)
+                values = [float(r["value"][1]) for r in result]
+                answers[f"{panel.title}: {q.legend}"] = values
+                if (not values or not any(math.isfinite(v) for v in values)) and not _empty_here(q.expr):
+                    missing.append((panel.title, expr, result))
+        for k, v in answers.items():
+            print(f"  {k}: {[round(x, 6) for x in v]}")
+        assert not missing, f"panels without data: {missing}\njob: {job.get('/stats')}"
+        assert all(any(answers[f"{p.title}: {q.legend}"] for q in p.queries) for p in m.DASHBOARD)
+        series = prom.get("/api/v1/series", **{"match[]": '{__name__=~"scorestream_.*"}'})["data"]
+        assert series and all((x["namespace"], x["name"]) == ("test", "scraped") for x in series)
+        assert {x["__name__"] for x in series} <= m.series_names()
+    finally:
+        stop.set()
+        producer.join(timeout=10)
+        prom.stop()
