@@ -5,7 +5,7 @@ rules read: Degraded, a model rolled back, not ready)."""
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, get_args
 
 from prometheus_client import REGISTRY, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -20,7 +20,7 @@ RECONCILE_SECONDS = Histogram(m.RECONCILE_SECONDS.name, "Time one reconcile took
                               buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
 ROLLOUT_STEPS = Counter(m.ROLLOUT_STEPS.name.removesuffix("_total"), "Model messages sent to models topics",
                         ["step"])
-PHASES: tuple[str, ...] = s.Phase.__args__
+PHASES: tuple[str, ...] = get_args(s.Phase)
 
 
 class ResourceStatus(Collector):

@@ -172,10 +172,10 @@ def concrete(expr: str, rate_interval: str = "1m", **values: str) -> str:
     return expr.replace(RATE, rate_interval)
 
 
-def _variable(name: str, label: str) -> dict:
+def _variable(name: str, label: str, within: str = "") -> dict:
+    query = f"label_values({RECORDS.name}{within}, {name})"
     return {"name": name, "label": label, "type": "query", "datasource": {"type": "prometheus", "uid": "${datasource}"},
-            "query": {"query": f"label_values({RECORDS.name}, {name})", "refId": name},
-            "definition": f"label_values({RECORDS.name}, {name})",
+            "query": {"query": query, "refId": name}, "definition": query,
             "includeAll": True, "multi": True, "allValue": ".*", "refresh": 2, "sort": 1,
             "current": {"selected": True, "text": ["All"], "value": ["$__all"]}}
 
@@ -200,7 +200,7 @@ def dashboard() -> dict:
             {"name": "datasource", "label": "Data source", "type": "datasource", "query": "prometheus",
              "current": {}, "hide": 0},
             _variable("namespace", "Namespace"),
-            _variable("name", "ModelServing"),
+            _variable("name", "ModelServing", '{namespace=~"$namespace"}'),
         ]},
         "panels": panels,
     }
