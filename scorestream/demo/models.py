@@ -52,6 +52,52 @@ def linear_pmml(rows=None) -> bytes:
     return _pmml(model, "quality")
 
 
+def verified_linear_pmml(rows=None, records: int = 20) -> bytes:
+    """The linear regression with a ``<ModelVerification>`` of its first ``records`` rows: the
+    inputs and scikit-learn's own predictions, as a producer that verifies its export ships them."""
+    from sklearn.linear_model import LinearRegression
+    from sklearn.pipeline import Pipeline
+
+    x, y = _frame(rows or wine_rows())
+    model = Pipeline([("model", LinearRegression())])
+    model.fit(x, y)
+    sample = x.iloc[:records]
+    expected = model.predict(sample)
+    return with_model_verification(_pmml(model, "quality"), sample.to_numpy().tolist(), {"quality": list(expected)})
+
+
+def with_model_verification(pmml: bytes, inputs: list[list[float]], expected: dict[str, list],
+                            precision: float = 1e-6, zero_threshold: float = 1e-16) -> bytes:
+    """A PMML (the wine inputs) with a ``<ModelVerification>`` (PMML 4.x) of these input rows and
+    expected outputs, placed as the last child of the model element."""
+    from xml.sax.saxutils import quoteattr
+
+    def column(name: str) -> str:  # element names cannot hold spaces
+        return name.replace(" ", "_")
+
+    fields = [f'<VerificationField field={quoteattr(c)} column="{column(c)}"/>' for c in WINE_COLUMNS]
+    fields += [f'<VerificationField field={quoteattr(name)} column="{column(name)}" precision="{precision!r}" '
+               f'zeroThreshold="{zero_threshold!r}"/>' for name in expected]
+    rows = []
+    for i, row in enumerate(inputs):
+        cells = [f"<{column(c)}>{float(v)!r}</{column(c)}>" for c, v in zip(WINE_COLUMNS, row)]
+        cells += [f"<{column(name)}>{_cell(values[i])}</{column(name)}>" for name, values in expected.items()]
+        rows.append(f"<row>{''.join(cells)}</row>")
+    block = (f'<ModelVerification recordCount="{len(rows)}" fieldCount="{len(fields)}">'
+             f"<VerificationFields>{''.join(fields)}</VerificationFields>"
+             f"<InlineTable>{''.join(rows)}</InlineTable></ModelVerification>")
+    text = pmml.decode()
+    # The model element closes just before </PMML>.
+    end = text.rindex("</PMML>")
+    close = text.rindex("</", 0, end)
+    return (text[:close] + block + "\n    " + text[close:]).encode()
+
+
+def _cell(v) -> str:
+    """A number as Python writes it exactly (repr), a class label as it is."""
+    return v if isinstance(v, str) else repr(float(v))
+
+
 def keras_savedmodel_zip(rows=None, epochs: int = 15) -> bytes:
     """A small classifier over quality 0..9, exported as a SavedModel and zipped."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

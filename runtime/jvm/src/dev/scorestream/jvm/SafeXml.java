@@ -42,7 +42,7 @@ public final class SafeXml {
 
   private SafeXml() {}
 
-  private static XMLInputFactory factory() {
+  static XMLInputFactory factory() {
     // The JDK's own implementation, not whichever one the classpath offers, so that the
     // settings below mean what they say.
     XMLInputFactory f = XMLInputFactory.newDefaultFactory();

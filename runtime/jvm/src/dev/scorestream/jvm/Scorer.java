@@ -181,6 +181,15 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
 
   /** One model on one record: its features, and for PMML its prediction (TensorFlow scores later). */
   private static Slot evaluate(Route route, Map<String, Object> fields) {
+    return evaluate(route, fields, null);
+  }
+
+  /**
+   * As above, with the PMML model given ({@code null}: the route's file, loaded once per JVM). The
+   * {@link Verifier} scores a model that does not serve yet through here, so verification and
+   * serving share every step from the record's fields to the prediction.
+   */
+  static Slot evaluate(Route route, Map<String, Object> fields, Pmml given) {
     double[] features = new double[route.inputs.length];
     for (int i = 0; i < features.length; i++) {
       Object v = fields.get(route.normalized[i]);
@@ -196,7 +205,7 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
       return s;
     }
     try {
-      Pmml model = MODELS.get(route.file);
+      Pmml model = given != null ? given : MODELS.get(route.file);
       if (model == null) {
         if (MODELS.size() >= 8) MODELS.clear(); // swapped-out models: let them be collected
         model = MODELS.computeIfAbsent(route.file, Pmml::load);
@@ -303,8 +312,13 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
     /** PMML4S's output row as a slot: the predicted value, or the most probable class. */
     Slot result(String route, Object[] out, long nanos) {
       PmmlOutputs.Prediction p = outputs.read(out);
-      if (p == null) return Slot.failure(route, "score", "model produced no prediction");
+      if (p == null) {
+        Slot f = Slot.failure(route, "score", "model produced no prediction");
+        f.raw = out;
+        return f;
+      }
       Slot s = new Slot(route, false);
+      s.raw = out;
       s.prediction = p.value;
       s.label = p.label;
       s.outputs = p.outputs;

@@ -26,6 +26,9 @@ final class Slot {
   long nanos;
   String stage; // the failing stage: decode, route, validate, score
   String error;
+  // PMML4S's output row (PMML slots only, never sent to Spark): what model verification compares
+  // by output name, strings included.
+  Object[] raw;
 
   Slot(String route, boolean tf) {
     this.route = route;

@@ -1,0 +1,424 @@
+"""Model admission: before a model serves, score its verification sets with the serving code.
+
+Two sets, either or both:
+- the PMML's own ``<ModelVerification>`` rows (inputs and expected outputs), each expected output
+  compared within its field's ``precision`` (relative) and ``zeroThreshold`` as the PMML
+  specification defines them;
+- a ``Sample`` carried in the descriptor (records in the input format): the share of records that
+  must yield a prediction (default all), and each record's expected prediction where given.
+
+Scoring happens in the JVM (``dev.scorestream.jvm.Verifier``), through the scorer's own code, never
+a stand-in: the driver calls it over Py4J, ``scorestream verify`` runs it as a process. Comparing
+and deciding happen here, once, for both. The time is bounded (``timeout``); running out of it
+fails the verification, since the records not scored were not checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from scorestream.api.verification import (
+    MAX_FAILURES_KEPT,
+    MAX_SAMPLE_RECORDS,
+    JvmAnswer,
+    JvmRequest,
+    Outcome,
+    RecordFailure,
+    Sample,
+    SetResult,
+    VerificationReport,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_SECONDS = 10.0
+
+# request JSON -> answer JSON: dev.scorestream.jvm.Verifier.run, in the driver's JVM or a process.
+RunVerifier = Callable[[str], str]
+
+
+class VerificationError(ValueError):
+    """The verification could not run at all (an unreadable sample, no JVM)."""
+
+
+# -- the sets ------------------------------------------------------------------------------------
+
+
+def read_records(text: str, origin: str) -> list[dict[str, Any]]:
+    """JSON lines, one record (a JSON object) per line; blank lines are skipped."""
+    records = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise VerificationError(f"{origin} line {n} is not JSON: {e.msg}") from None
+        if not isinstance(doc, dict):
+            raise VerificationError(f"{origin} line {n} is not a JSON object")
+        records.append(doc)
+        if len(records) > MAX_SAMPLE_RECORDS:
+            raise VerificationError(f"{origin} has more than {MAX_SAMPLE_RECORDS} records")
+    return records
+
+
+def sample_records(sample: Sample, fetch: Callable[[str], bytes | Path]) -> list[dict[str, Any]]:
+    """The sample's records: inline, or fetched from its location as a model artifact would be."""
+    if sample.records is not None:
+        return sample.records
+    content = fetch(sample.location or "")
+    if isinstance(content, Path):
+        raise VerificationError(f"sample location {sample.location} is a folder, not a JSON-lines file")
+    try:
+        return read_records(content.decode(), "sample")
+    except UnicodeDecodeError:
+        raise VerificationError("sample is not UTF-8 text") from None
+
+
+# -- verifying -----------------------------------------------------------------------------------
+
+
+def verify_pmml(path: str | Path, run: RunVerifier, *, label: str, sample: Sample | None = None,
+                records: list[dict[str, Any]] | None = None,
+                timeout: float = DEFAULT_TIMEOUT_SECONDS) -> VerificationReport:
+    """Score the PMML's ``<ModelVerification>`` rows and the sample's records, and judge them."""
+    started = time.monotonic()
+    records = records if records is not None else (sample.records if sample is not None else None) or []
+    request = JvmRequest(model=str(Path(path).resolve()), sample=[json.dumps(r) for r in records],
+                         timeoutMillis=max(1, round(timeout * 1000)))
+    try:
+        answer = JvmAnswer.model_validate(json.loads(run(request.model_dump_json())))
+    except VerificationError as e:
+        return _failed(label, "pmml", str(e), started, timeout)
+    except Exception as e:  # Py4JJavaError or a broken answer: the model is not verified
+        return _failed(label, "pmml", _first_line(e), started, timeout)
+    sets = []
+    if answer.embedded is not None:
+        sets.append(_embedded(answer))
+    if sample is not None:
+        sets.append(_sample(records, answer.sample, sample))
+    return VerificationReport(model=label, format="pmml", sets=sets, seconds=time.monotonic() - started,
+                              timeoutSeconds=timeout)
+
+
+def verify_tensorflow(model_of: Callable[[str], Any], run: RunVerifier, *, label: str, inputs: list[str],
+                      sample: Sample, records: list[dict[str, Any]] | None = None,
+                      timeout: float = DEFAULT_TIMEOUT_SECONDS) -> VerificationReport:
+    """A TensorFlow model on the sample, the job's way: the JVM scorer decodes each record into its
+    features, then ``pipeline.fill_slot`` scores them with ``model_of(route)`` as a Python worker
+    does. ``model_of`` loads the model (``tf_model.cached`` of a SavedModel archive)."""
+    import pyarrow as pa
+
+    from scorestream.runtime import pipeline
+
+    started = time.monotonic()
+    records = records if records is not None else sample.records or []
+    request = JvmRequest(model=None, inputs=inputs, sample=[json.dumps(r) for r in records],
+                         timeoutMillis=max(1, round(timeout * 1000)))
+    try:
+        answer = JvmAnswer.model_validate(json.loads(run(request.model_dump_json())))
+    except Exception as e:
+        return _failed(label, "tensorflow", _first_line(e), started, timeout)
+    rows = [{"route": label, "tf": True, "features": o.features, "stage": o.stage, "error": o.error}
+            for o in answer.sample]
+    if rows:
+        slot = pa.array(rows, type=_slot_type())
+        for o, filled in zip(answer.sample, pipeline.fill_slot(slot, model_of).to_pylist()):
+            o.prediction, o.label, o.stage, o.error = (filled["prediction"], filled["label"], filled["stage"],
+                                                       filled["error"])
+            o.outputs = dict(filled["outputs"]) if filled["outputs"] is not None else None
+    sets = [_sample(records, answer.sample, sample)]
+    return VerificationReport(model=label, format="tensorflow", sets=sets, seconds=time.monotonic() - started,
+                              timeoutSeconds=timeout)
+
+
+def _slot_type():
+    import pyarrow as pa
+
+    # dev.scorestream.jvm.Slot.DDL, as Spark hands it to a Python worker.
+    return pa.struct([("route", pa.string()), ("tf", pa.bool_()), ("features", pa.list_(pa.float64())),
+                      ("prediction", pa.float64()), ("label", pa.string()),
+                      ("outputs", pa.map_(pa.string(), pa.float64())), ("nanos", pa.int64()),
+                      ("stage", pa.string()), ("error", pa.string())])
+
+
+def _failed(label: str, fmt: str, error: str, started: float, timeout: float) -> VerificationReport:
+    return VerificationReport(model=label, format=fmt, error=error, seconds=time.monotonic() - started,
+                              timeoutSeconds=timeout)
+
+
+def _first_line(e: Exception) -> str:
+    text = str(getattr(e, "java_exception", e)).strip().splitlines()
+    return text[0][:300] if text else type(e).__name__
+
+
+class _Tally:
+    def __init__(self, name: str):
+        self.name = name
+        self.predicted = self.off = self.failed = 0
+        self.failures: list[RecordFailure] = []
+
+    def fail(self, found: list[RecordFailure], off: bool = False) -> None:
+        self.failed += 1
+        self.off += off
+        room = MAX_FAILURES_KEPT - len(self.failures)
+        self.failures.extend(found[:max(0, room)])
+
+
+def _no_prediction(res: Outcome, where: str, n: int) -> RecordFailure | None:
+    """How a record failed to yield a prediction, if it did: dead-lettered (stage and reason, with
+    any NaN outputs named), nothing predicted, or a NaN prediction."""
+    nan = [k for k, v in (res.values or {}).items() if isinstance(v, float) and math.isnan(v)]
+    nan_note = f"; NaN outputs: {', '.join(nan[:5])}" + (" …" if len(nan) > 5 else "") if nan else ""
+    if res.error is not None:
+        return RecordFailure(set=where, record=n, kind="no prediction", detail=f"{res.stage}: {res.error}{nan_note}")
+    if res.prediction is None and res.label is None:
+        return RecordFailure(set=where, record=n, kind="no prediction", detail=nan_note.lstrip("; ") or None)
+    if res.prediction is not None and math.isnan(res.prediction):
+        return RecordFailure(set=where, record=n, kind="NaN", field="prediction")
+    return None
+
+
+def _number(x: Any) -> float | None:
+    if isinstance(x, bool):
+        return None
+    if isinstance(x, (int, float)):
+        return float(x)
+    if isinstance(x, str):
+        try:
+            return float(x)
+        except ValueError:
+            return None
+    return None
+
+
+def _embedded(a: JvmAnswer) -> SetResult:
+    e = a.embedded
+    t = _Tally("ModelVerification")
+    if e.tableLocator:
+        # The rows live outside the PMML: nothing here can be checked, and that is not a pass.
+        t.fail([RecordFailure(set=t.name, record=0, kind="unreadable",
+                              detail="ModelVerification uses a TableLocator, which is not supported")])
+    expected = [f for f in e.fields if f.field not in a.inputs]
+    outputs = a.outputs or []
+    for n, (row, res) in enumerate(zip(e.rows, e.results), 1):
+        problem = _no_prediction(res, t.name, n)
+        if problem is not None:
+            t.fail([problem])
+            continue
+        t.predicted += 1
+        wrong = []
+        for f in expected:
+            text = row.get(f.column)
+            if text is None or text == "":
+                continue  # nothing expected of this field for this record
+            if res.values is not None and f.field in res.values:
+                actual = res.values[f.field]
+            elif f.field == a.target:
+                actual = res.label if a.classification and res.label is not None else res.prediction
+            else:
+                wrong.append(RecordFailure(set=t.name, record=n, kind="unreadable", field=f.field,
+                                           detail=f"not an output of the model (outputs: {', '.join(outputs)})"))
+                continue
+            failure = _compare(t.name, n, f.field, text, actual, f.precision, f.zeroThreshold)
+            if failure is not None:
+                wrong.append(failure)
+        if wrong:
+            t.fail(wrong, off=True)
+    return SetResult(set=t.name, records=len(e.rows), scored=len(e.results), predicted=t.predicted, off=t.off,
+                     failed=t.failed, failures=t.failures)
+
+
+def _compare(where: str, n: int, field: str, expected: str, actual: Any, precision: float,
+             zero: float) -> RecordFailure | None:
+    """The PMML rule: a number is acceptable within ``precision`` of the expected value, relative
+    to it (so [x(1-p), x(1+p)]), and two values both within ``zeroThreshold`` of zero are equal
+    (relative precision means nothing there). Anything else must be equal as text."""
+    if actual is None:
+        return RecordFailure(set=where, record=n, kind="no prediction", field=field, expected=expected)
+    want, got = _number(expected), _number(actual)
+    if isinstance(actual, float) and math.isnan(actual):
+        return RecordFailure(set=where, record=n, kind="NaN", field=field, expected=want if want is not None else expected)
+    if want is not None and got is not None:
+        if abs(want) <= zero and abs(got) <= zero:
+            return None
+        allowed = abs(want) * precision
+        if abs(got - want) <= allowed:
+            return None
+        return RecordFailure(set=where, record=n, kind="off", field=field, expected=want, actual=got,
+                             difference=got - want, allowed=allowed)
+    if str(actual) == expected:
+        return None
+    return RecordFailure(set=where, record=n, kind="off", field=field, expected=expected, actual=str(actual))
+
+
+def _sample(records: list[dict[str, Any]], outcomes: list[Outcome], sample: Sample) -> SetResult:
+    t = _Tally("sample")
+    for n, (record, res) in enumerate(zip(records, outcomes), 1):
+        problem = _no_prediction(res, t.name, n)
+        if problem is not None:
+            t.fail([problem])
+            continue
+        t.predicted += 1
+        if sample.expectedField is None or record.get(sample.expectedField) is None:
+            continue
+        want = record[sample.expectedField]
+        failure = _compare_sample(n, sample.expectedField, want, res, sample.tolerance)
+        if failure is not None:
+            t.fail([failure], off=True)
+    return SetResult(set=t.name, records=len(records), scored=len(outcomes), predicted=t.predicted, off=t.off,
+                     failed=t.failed, minShare=sample.minShare, failures=t.failures)
+
+
+def _compare_sample(n: int, field: str, want: Any, res: Outcome, tolerance: float) -> RecordFailure | None:
+    """A sample's expected prediction: a number within ``tolerance`` (absolute), or the class label."""
+    w = _number(want)
+    got = res.prediction if res.prediction is not None else _number(res.label)
+    if w is not None and got is not None:
+        if abs(got - w) <= tolerance:
+            return None
+        return RecordFailure(set="sample", record=n, kind="off", field=field, expected=w, actual=got,
+                             difference=got - w, allowed=tolerance)
+    if res.label is not None and str(want) == res.label:
+        return None
+    return RecordFailure(set="sample", record=n, kind="off", field=field, expected=str(want),
+                         actual=res.label if res.label is not None else got)
+
+
+# -- the job -------------------------------------------------------------------------------------
+
+
+def admit_pmml(path: str | Path, run: RunVerifier, *, label: str, data_type: str, sample: Sample | None,
+               fetch: Callable[[str], bytes | Path], timeout: float = DEFAULT_TIMEOUT_SECONDS) -> VerificationReport:
+    """The job's check of a PMML model before it serves; logged either way. The caller rejects the
+    model with ``report.summary()`` unless ``report.passed``."""
+    started = time.monotonic()
+    try:
+        records = sample_records(sample, fetch) if sample is not None else None
+    except Exception as e:  # ArtifactError, VerificationError: the sample is unusable, so is the model
+        report = _failed(label, "pmml", f"sample: {_first_line(e)}", started, timeout)
+    else:
+        report = verify_pmml(path, run, label=label, sample=sample, records=records, timeout=timeout)
+    level = logging.INFO if report.passed else logging.WARNING
+    log.log(level, "model %s for dataType %s: %s", label, data_type, report.summary())
+    return report
+
+
+# -- scorestream verify --------------------------------------------------------------------------
+
+HELP = "score a model's verification records and a sample as the job does before serving it"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model_file", help="a PMML file, or a TensorFlow SavedModel (folder, zip or tar)")
+    p.add_argument("--inputs", help="a TensorFlow model's input fields, in order, comma-separated"
+                                    " (default: the first sample record's numeric fields)")
+    p.add_argument("--sample", help="records in the input format, one JSON object per line")
+    p.add_argument("--format", choices=["pmml", "tensorflow"], default=None, help="default: from the file")
+    p.add_argument("--min-share", type=float, default=1.0, help="share of records that must yield a prediction (1)")
+    p.add_argument("--expected-field", default=None, help="the record field holding the expected prediction")
+    p.add_argument("--tolerance", type=float, default=1e-6, help="absolute tolerance for expected predictions")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS, help="seconds (10)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def process_runner() -> RunVerifier:
+    """The Verifier in a JVM of its own, on the classpath the job's JVM has for it."""
+    from scorestream.runtime import jvm
+
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not java:
+        raise VerificationError("java not found: install a JDK 17+ or set JAVA_HOME")
+    cp = os.pathsep.join([str(jvm.scorer_jar()), *map(str, jvm.pmml4s_jars()), str(jvm.spark_jars_dir() / "*")])
+
+    def run(request: str) -> str:
+        res = subprocess.run([java, "-cp", cp, "dev.scorestream.jvm.Verifier"], input=request,
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            # The exception's line, not the stack: e.g. "Exception in thread "main" ...: reason".
+            lines = [ln for ln in res.stderr.splitlines() if ln.strip() and not ln.startswith("\tat ")]
+            raise VerificationError(lines[-1] if lines else f"the verifier exited with {res.returncode}")
+        return res.stdout.strip().splitlines()[-1]
+
+    return run
+
+
+def cli(args: argparse.Namespace) -> int:
+    path = Path(args.model_file)
+    fmt = args.format or ("tensorflow" if path.is_dir() or path.suffix in (".zip", ".tar", ".gz") else "pmml")
+    if not path.exists():
+        print(f"{path}: not found", file=sys.stderr)
+        return 2
+    sample = None
+    if args.sample:
+        try:
+            records = read_records(Path(args.sample).read_text(), args.sample)
+            sample = Sample(records=records, minShare=args.min_share, expectedField=args.expected_field,
+                            tolerance=args.tolerance)
+        except (OSError, VerificationError, ValueError) as e:
+            print(f"{args.sample}: {e}", file=sys.stderr)
+            return 2
+    if fmt == "pmml":
+        report = verify_pmml(path, process_runner(), label=str(path), sample=sample, timeout=args.timeout)
+    elif sample is None:
+        report = VerificationReport(model=str(path), format="tensorflow", seconds=0.0, timeoutSeconds=args.timeout)
+    else:
+        inputs = args.inputs.split(",") if args.inputs else _numeric_fields(sample.records[0], args.expected_field)
+        report = verify_tensorflow(_saved_model(path), process_runner(), label=str(path), inputs=inputs,
+                                   sample=sample, timeout=args.timeout)
+    if args.json:
+        print(report.model_dump_json(indent=2))
+    else:
+        print(render(report))
+    return 0 if report.passed and report.verified else 1
+
+
+def _numeric_fields(record: dict[str, Any], expected: str | None) -> list[str]:
+    """A TensorFlow model's input order when none is given: the first record's numeric fields."""
+    return [k for k, v in record.items() if k != expected and _number(v) is not None and not isinstance(v, str)]
+
+
+def _saved_model(path: Path) -> Callable[[str], Any]:
+    """``model_of`` for a SavedModel folder or archive: loaded as a Python worker loads it."""
+    import tempfile
+
+    from scorestream.runtime import tf_model
+
+    archive = path
+    if path.is_dir():
+        archive = Path(tempfile.mkdtemp(prefix="scorestream-verify-")) / "model.zip"
+        tf_model.archive(path, archive)
+    return lambda _route: tf_model.cached(str(archive))
+
+
+def render(report: VerificationReport) -> str:
+    """The short report ``scorestream verify`` prints."""
+    if report.error:
+        head = "FAIL"
+    elif not report.verified:
+        head = "NOT VERIFIED"
+    else:
+        head = "PASS" if report.passed else "FAIL"
+    lines = [f"{head} {report.model} ({report.format}) in {report.seconds:.2f}s"]
+    if report.error:
+        lines.append(f"  {report.error}")
+    if not report.verified and not report.error:
+        lines.append("  no <ModelVerification> in the model and no --sample given")
+    for s in report.sets:
+        lines.append(f"  {'ok  ' if s.passed else 'FAIL'} {s.summary().split(' — ')[0]}")
+        for f in s.failures[:10]:
+            lines.append(f"       {f.describe()}")
+        if s.failed > min(10, len(s.failures)):
+            lines.append(f"       ... {s.failed - min(10, len(s.failures))} more failed records")
+    return "\n".join(lines)

@@ -1,0 +1,200 @@
+"""Model verification: what a descriptor may ask for, what the JVM answers, what the verdict says.
+
+- ``Sample``: records a model's publisher sends with it (in the descriptor's ``verification``),
+  the share of them that must yield a prediction, and optionally the expected prediction of each.
+- ``JvmRequest`` / ``JvmAnswer``: the contract with ``dev.scorestream.jvm.Verifier``, which
+  scores with the serving code and reports raw outcomes.
+- ``VerificationReport``: the verdict, one type for the job (its rejection reason and
+  ``/models``), ``scorestream verify`` and the tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# Beyond these a verification set is a data set, not a check: publish fewer records.
+MAX_SAMPLE_RECORDS = 10_000
+# Failures kept in a report (all are counted); a reason names the first few.
+MAX_FAILURES_KEPT = 20
+
+
+class Sample(BaseModel):
+    """Records in the input format (JSON objects) to score before the model serves."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Exactly one of: the records inline, or where a JSON-lines file of them is (as a model's location).
+    records: list[dict[str, Any]] | None = Field(None, max_length=MAX_SAMPLE_RECORDS)
+    location: str | None = None
+    # The share of records that must yield a prediction (not dead-lettered, not NaN).
+    minShare: float = Field(1.0, ge=0.0, le=1.0)
+    # The record field holding each record's expected prediction (a number, or a class label);
+    # records without it are only checked for a prediction.
+    expectedField: str | None = None
+    # How far a numeric prediction may be from the expected one (absolute).
+    tolerance: float = Field(1e-6, ge=0.0)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Sample:
+        if (self.records is None) == (self.location is None):
+            raise ValueError("exactly one of records and location must be set")
+        return self
+
+
+class _Contract(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class JvmRequest(_Contract):
+    model: str | None  # the PMML file; None: decode the sample only (a TensorFlow model's features)
+    inputs: list[str] | None = None
+    sample: list[str] = Field(default_factory=list)  # JSON records, as text
+    timeoutMillis: int
+
+
+class Outcome(_Contract):
+    """One record scored by the serving code: a prediction, or the stage and reason it failed."""
+
+    prediction: float | None = None
+    label: str | None = None
+    outputs: dict[str, float | None] | None = None
+    values: dict[str, float | int | str | None] | None = None  # PMML4S's output row by name
+    features: list[float] | None = None
+    stage: str | None = None
+    error: str | None = None
+
+
+class VerificationField(_Contract):
+    field: str
+    column: str
+    precision: float
+    zeroThreshold: float
+
+
+class Embedded(_Contract):
+    """The PMML's own ``<ModelVerification>``."""
+
+    recordCount: str | None = None
+    tableLocator: bool = False
+    fields: list[VerificationField]
+    rows: list[dict[str, str]]
+    results: list[Outcome] = Field(default_factory=list)  # fewer than rows when time ran out
+
+
+class JvmAnswer(_Contract):
+    inputs: list[str]
+    outputs: list[str] | None = None
+    target: str | None = None
+    classification: bool | None = None
+    embedded: Embedded | None = None
+    sample: list[Outcome]
+    timedOut: bool
+    millis: float
+
+
+FailureKind = Literal["no prediction", "NaN", "off", "unreadable"]
+
+
+class RecordFailure(BaseModel):
+    """One record that failed, and how."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    set: Literal["ModelVerification", "sample"]
+    record: int  # 1-based, in its set
+    kind: FailureKind
+    field: str | None = None  # the output compared
+    expected: float | str | None = None
+    actual: float | str | None = None
+    difference: float | None = None  # actual - expected
+    allowed: float | None = None  # the largest |difference| accepted
+    detail: str | None = None  # the scorer's reason (stage: error)
+
+    def describe(self) -> str:
+        where = f"record {self.record}"
+        if self.kind == "off":
+            if self.difference is not None:
+                return (f"{where}: {self.field} expected {_num(self.expected)}, got {_num(self.actual)} "
+                        f"(off by {_num(self.difference)}, allowed {_num(self.allowed)})")
+            return f"{where}: {self.field} expected {self.expected!r}, got {self.actual!r}"
+        if self.kind == "NaN":
+            return f"{where}: {self.field or 'prediction'} is NaN"
+        return f"{where}: {self.kind}" + (f" ({self.detail})" if self.detail else "")
+
+
+class SetResult(BaseModel):
+    """One verification set's outcome."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    set: Literal["ModelVerification", "sample"]
+    records: int  # in the set
+    scored: int  # scored before the time ran out
+    predicted: int  # yielded a prediction (not NaN)
+    off: int  # predicted, but not the expected output within its tolerance
+    failed: int  # records with any failure
+    minShare: float = 1.0  # of records that must yield a prediction
+    failures: list[RecordFailure] = Field(default_factory=list)  # the first MAX_FAILURES_KEPT
+
+    @property
+    def passed(self) -> bool:
+        if self.scored < self.records:
+            return False
+        if self.set == "ModelVerification":  # the producer's own records: every one must hold
+            return self.failed == 0
+        share = self.predicted / self.records if self.records else 1.0
+        return share >= self.minShare and self.off == 0
+
+    def summary(self) -> str:
+        if self.scored < self.records:
+            head = f"{self.set}: only {self.scored} of {self.records} records scored in time"
+        elif self.set == "sample":
+            share = self.predicted / self.records if self.records else 1.0
+            head = (f"{self.set}: {self.predicted} of {self.records} records predicted ({share:.1%}, "
+                    f"{self.minShare:.0%} required), {self.failed} failed")
+        else:
+            head = f"{self.set}: {self.failed} of {self.records} records failed"
+        if self.failures:
+            head += " — " + "; ".join(f.describe() for f in self.failures[:3])
+            if self.failed > 3:
+                head += f"; and {self.failed - 3} more"
+        return head
+
+
+class VerificationReport(BaseModel):
+    """Whether a model may serve, from scoring its verification sets with the serving code."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str  # name:version, or the file
+    format: Literal["pmml", "tensorflow"]
+    sets: list[SetResult] = Field(default_factory=list)
+    seconds: float  # verification alone, not fetching or parsing the model
+    timeoutSeconds: float
+    error: str | None = None  # the model could not be verified at all
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None and all(s.passed for s in self.sets)
+
+    @property
+    def verified(self) -> bool:
+        """Something was checked: a model with neither set passes unverified, and says so."""
+        return bool(self.sets)
+
+    def summary(self) -> str:
+        took = f"in {self.seconds:.2f}s"
+        if self.error:
+            return f"verification failed {took}: {self.error}"
+        if not self.sets:
+            return f"not verified: no ModelVerification in the model and no sample ({took})"
+        verdict = "verification passed" if self.passed else "verification failed"
+        return f"{verdict} {took}: " + "; ".join(s.summary() for s in self.sets)
+
+
+def _num(x: float | str | None) -> str:
+    if isinstance(x, float):
+        return f"{x:.6g}"
+    return str(x)
