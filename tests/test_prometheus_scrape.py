@@ -1,6 +1,8 @@
 """A real Prometheus (Debian's `prometheus`) scraping a real job on the test broker, and every
 Grafana panel's query answered with data from that scrape — the panels exactly as the chart ships
-them (scorestream/monitoring.py), the Grafana variables set to the job's namespace and name.
+them (scorestream/monitoring.py), the Grafana variables set to the job's namespace and name; and
+the chart's alert rules loaded into it: all evaluate cleanly, none fires for the healthy job, and
+the dead letters alert fires once malformed records arrive.
 
 The job serves a PMML tree with a shadow candidate (so the candidate and shadow panels have
 something to show) while records keep arriving. Prometheus listens on loopback only, keeps its
@@ -26,7 +28,9 @@ from scorestream.api.descriptor import CandidateRole
 from scorestream.demo import feed, models
 from scorestream.demo.broker import free_port
 
+import helm as helm_tool
 from streaming import wait_until
+from test_monitoring import rule_groups
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -43,10 +47,10 @@ def prometheus_binary() -> str:
 
 
 class Prometheus:
-    def __init__(self, binary: str, workdir, targets: list[str]):
+    def __init__(self, binary: str, workdir, targets: list[str], rule_files: list[str]):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = {"global": {"scrape_interval": SCRAPE, "evaluation_interval": SCRAPE},
+        config = {"global": {"scrape_interval": SCRAPE, "evaluation_interval": SCRAPE}, "rule_files": rule_files,
                   # honor_labels as the chart's PodMonitor: the job's namespace/name labels stay.
                   "scrape_configs": [{"job_name": "scorestream-jobs", "honor_labels": True,
                                       "static_configs": [{"targets": targets}]}]}
@@ -85,6 +89,16 @@ class Prometheus:
         self.log.close()
 
 
+def wait_until_value(get, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = get()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise TimeoutError(what)
+
+
 def _empty_here(expr: str) -> bool:
     """Queries with nothing to show in this setting. The executor target exists only where the job
     manages its executors (a Spark standalone or Kubernetes master); here Spark runs local[2]."""
@@ -111,7 +125,10 @@ def test_every_dashboard_panel_returns_data_from_a_real_scrape_of_a_real_job(ser
 
     producer = threading.Thread(target=feed_records, daemon=True)
     producer.start()
-    prom = Prometheus(prometheus_binary, tmp_path, [job.url.removeprefix("http://")])
+    # The chart's alert rules, the dead-letter alert without its 5 minutes' wait.
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(yaml.safe_dump(rule_groups(helm_tool.ensure(), "--set", "monitoring.prometheusRule.deadLetterFor=0s")))
+    prom = Prometheus(prometheus_binary, tmp_path, [job.url.removeprefix("http://")], [str(rules)])
     try:
         wait_until(prom.ready, timeout=60, what="prometheus ready")
         wait_until(lambda: prom.query('up{job="scorestream-jobs"} == 1'), timeout=60, what="the job scraped")
@@ -134,6 +151,19 @@ def test_every_dashboard_panel_returns_data_from_a_real_scrape_of_a_real_job(ser
         series = prom.get("/api/v1/series", **{"match[]": '{__name__=~"scorestream_.*"}'})["data"]
         assert series and all((x["namespace"], x["name"]) == ("test", "scraped") for x in series)
         assert {x["__name__"] for x in series} <= m.series_names()
+
+        # Every alert rule evaluates without error on the real series, and none fires for a
+        # healthy job ...
+        evaluated = [r for g in prom.get("/api/v1/rules")["data"]["groups"] for r in g["rules"]]
+        assert len(evaluated) == 6 and all(r["health"] == "ok" for r in evaluated), evaluated
+        assert prom.get("/api/v1/alerts")["data"]["alerts"] == []
+        # ... until about a tenth of what it reads is malformed: the dead letters alert fires for it.
+        s.produce([(f"bad-{i}".encode(), b'{"dataType": "wine", "alcohol": ') for i in range(400)])
+        fired = wait_until_value(lambda: [a for a in prom.get("/api/v1/alerts")["data"]["alerts"]
+                                          if a["labels"]["alertname"] == "ScorestreamDeadLetterRateHigh"
+                                          and a["state"] == "firing"], timeout=60, what="the dead letters alert")
+        assert [(a["labels"]["namespace"], a["labels"]["name"]) for a in fired] == [("test", "scraped")]
+        print(f"  fired: {fired[0]['annotations']['summary']}")
     finally:
         stop.set()
         producer.join(timeout=10)
