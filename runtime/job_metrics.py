@@ -7,7 +7,7 @@ PodMonitor's relabelling (a static target, a local run) still tells them apart.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Callable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
@@ -18,8 +18,8 @@ from scorestream.api.job_http import Readiness
 from scorestream.runtime.stats import ServingStats, StatsCollector
 
 
-def _family(f: m.Family, doc: str, labels: Iterable[str] = ()) -> Metric:
-    labels = list(labels)
+def _family(f: m.Family, doc: str) -> Metric:
+    labels = list(f.labels)
     if f.kind == "counter":  # the client appends _total itself
         return CounterMetricFamily(f.name.removesuffix("_total"), doc, labels=labels)
     return GaugeMetricFamily(f.name, doc, labels=labels)
@@ -56,16 +56,15 @@ class JobCollector(Collector):
                 g.add_metric([], value)
             yield g
 
-        errors = _family(m.MODEL_ERRORS, "Records a model failed to score", m.MODEL_ERRORS.labels)
-        info = _family(m.CANDIDATE_INFO, "The candidate on trial per dataType (value 1)", m.CANDIDATE_INFO.labels)
-        percent = _family(m.CANDIDATE_PERCENT, "A canary's share of records in percent (a shadow: 0, it scores every record unwritten)",
-                          m.CANDIDATE_PERCENT.labels)
-        compared = _family(m.SHADOW_COMPARED, "Records both the shadow and the serving model scored", m.MODEL)
-        shadow_errors = _family(m.SHADOW_ERRORS, "Records the shadow failed where the serving model scored", m.MODEL)
-        agreement = _family(m.SHADOW_AGREEMENT, "Share of records the shadow predicted as the serving model did",
-                            m.MODEL)
+        errors = _family(m.MODEL_ERRORS, "Records a model failed to score")
+        info = _family(m.CANDIDATE_INFO, "The candidate on trial per dataType (value 1)")
+        percent = _family(m.CANDIDATE_PERCENT, "A canary's share of records in percent (a shadow: 0, it scores "
+                                               "every record unwritten)")
+        compared = _family(m.SHADOW_COMPARED, "Records both the shadow and the serving model scored")
+        shadow_errors = _family(m.SHADOW_ERRORS, "Records the shadow failed where the serving model scored")
+        agreement = _family(m.SHADOW_AGREEMENT, "Share of records the shadow predicted as the serving model did")
         diff = _family(m.SHADOW_MEAN_ABS_DIFF, "Mean absolute difference of the shadow's and the serving "
-                                               "model's predictions", m.MODEL)
+                                               "model's predictions")
         for dt, serving in self.stats.serving_info().items():
             for fig in (serving, *serving.previous):
                 errors.add_metric([dt, fig.name, fig.version], fig.errors)

@@ -151,6 +151,10 @@ def test_every_dashboard_panel_returns_data_from_a_real_scrape_of_a_real_job(ser
         series = prom.get("/api/v1/series", **{"match[]": '{__name__=~"scorestream_.*"}'})["data"]
         assert series and all((x["namespace"], x["name"]) == ("test", "scraped") for x in series)
         assert {x["__name__"] for x in series} <= m.series_names()
+        family = {name: f for f in m.FAMILIES for name in f.series}
+        for x in series:  # each series has exactly the labels the catalogue names for its family
+            own = set(x) - {"__name__", "instance", "job", "le", *m.RESOURCE_LABELS}
+            assert own == set(family[x["__name__"]].labels), x
 
         # Every alert rule evaluates without error on the real series, and none fires for a
         # healthy job ...
