@@ -77,8 +77,13 @@ def java() -> str:
 
 
 def cluster_id() -> str:
-    """What `kafka-storage.sh random-uuid` prints: a uuid4 as unpadded base64url."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """What `kafka-storage.sh random-uuid` prints: a uuid4 as unpadded base64url, never starting
+    with "-" (as Kafka's Uuid.randomUuid: the storage tool would read such an id as an option and
+    refuse to format, one start in 64)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cid.startswith("-"):
+            return cid
 
 
 class EmbeddedBroker:
