@@ -81,10 +81,10 @@ def _fetch(location: str, policy: ArtifactPolicy) -> bytes | Path:
         if url.netloc not in ("", "localhost"):
             raise ArtifactError(f"{shown}: a file URL names no host")
         path = urllib.parse.unquote(url.path) if scheme else location
-        return _within_deadline(shown, policy, lambda _abort: _read_local(shown, path, policy))
+        return _within_deadline(shown, policy, lambda abort: _read_local(shown, path, policy, abort))
     if scheme in ("http", "https"):
         return _within_deadline(shown, policy, lambda abort: _read_http(shown, location, policy, abort))
-    return _within_deadline(shown, policy, lambda _abort: _read_fsspec(shown, location, policy))
+    return _within_deadline(shown, policy, lambda abort: _read_fsspec(shown, location, policy, abort))
 
 
 def redact(location: str) -> str:
@@ -209,7 +209,7 @@ def _allowed_root(real: str, policy: ArtifactPolicy) -> str | None:
     return None
 
 
-def _read_local(shown: str, path: str, policy: ArtifactPolicy) -> bytes | Path:
+def _read_local(shown: str, path: str, policy: ArtifactPolicy, abort: _Abort) -> bytes | Path:
     # Symlinks and '..' resolved first: the resolved path is what must lie under a model dir.
     real = os.path.realpath(path)
     if _allowed_root(real, policy) is None:
@@ -229,7 +229,7 @@ def _read_local(shown: str, path: str, policy: ArtifactPolicy) -> bytes | Path:
         with os.fdopen(fd, "rb") as f:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                 raise ArtifactError(f"{shown}: not a regular file")
-            return _read_limited(shown, f.read, policy.max_fetch_bytes, _Abort())
+            return _read_limited(shown, f.read, policy.max_fetch_bytes, abort)
     except OSError as e:
         raise ArtifactError(f"{shown}: {e.strerror or type(e).__name__}") from None
 
@@ -351,14 +351,14 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
 # --- s3://, gs:// -------------------------------------------------------------------------------
 
 
-def _read_fsspec(shown: str, location: str, policy: ArtifactPolicy) -> bytes:
+def _read_fsspec(shown: str, location: str, policy: ArtifactPolicy, abort: _Abort) -> bytes:
     try:
         import fsspec
     except ImportError:
         raise ArtifactError(f"{shown}: this scheme needs fsspec (pip install fsspec s3fs/gcsfs)") from None
     try:
         with fsspec.open(location, "rb") as f:
-            return _read_limited(shown, f.read, policy.max_fetch_bytes, _Abort())
+            return _read_limited(shown, f.read, policy.max_fetch_bytes, abort)
     except ArtifactError:
         raise
     except Exception as e:  # fsspec backends raise their own types; their text may echo the URL

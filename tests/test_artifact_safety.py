@@ -271,6 +271,12 @@ def test_unreachable_hosts_are_rejections_without_the_url_secrets(tmp_path):
     assert reason.startswith("https://127.0.0.1:1/m.pmml: ")
 
 
+def test_object_store_locations_are_rejections_without_their_secrets(tmp_path):
+    """With or without fsspec installed, a location that cannot be had is a clean rejection."""
+    reason = rejected(f"s3://AKIA:{PASSWORD}@bucket-that-is-not/m.pmml?{SIGNATURE}", policy(tmp_path, fetchTimeoutSeconds=20))
+    assert reason.startswith("s3://bucket-that-is-not/m.pmml: ")
+
+
 def test_redirects_only_to_http(tmp_path, http, model_dir):
     http.routes["/to-file"] = (302, b"", {"Location": (model_dir / "tree.pmml").as_uri()})
     http.routes["/to-ftp"] = (302, b"", {"Location": "ftp://127.0.0.1/tree.pmml"})
