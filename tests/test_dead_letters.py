@@ -91,8 +91,11 @@ def test_bad_records_and_models_are_dead_lettered_or_rejected_with_reasons(servi
     assert info["duration"]["minMs"] > 0 and info["duration"]["maxMs"] >= info["duration"]["minMs"]
     assert stats["totals"]["recordsDeadLettered"] == len(bad)
     metrics = job.get("/metrics")
-    assert f'scorestream_records_total{{outcome="dead_lettered"}} {float(len(bad))}' in metrics
-    assert 'scorestream_model_info{dataType="wine",model="tree",version="1"} 1.0' in metrics
+    # Labelled with the resource the job serves (its JobConfig's namespace and name).
+    assert f'scorestream_records_total{{name="wine",namespace="test",outcome="dead_lettered"}} {float(len(bad))}' \
+        in metrics
+    assert 'scorestream_model_info{dataType="wine",model="tree",name="wine",namespace="test",version="1"} 1.0' \
+        in metrics
     assert "scorestream_scoring_latency_seconds_bucket" in metrics
     assert job.get("/healthz") == {"status": "ok"}
 
