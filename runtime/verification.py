@@ -97,7 +97,7 @@ def verify_pmml(path: str | Path, run: RunVerifier, *, label: str, sample: Sampl
     request = JvmRequest(model=str(Path(path).resolve()), sample=[json.dumps(r) for r in records],
                          timeoutMillis=max(1, round(timeout * 1000)))
     try:
-        answer = JvmAnswer.model_validate(json.loads(run(request.model_dump_json())))
+        answer = _ask(run, request)
     except VerificationError as e:
         return _failed(label, "pmml", str(e), started, timeout)
     except Exception as e:  # Py4JJavaError or a broken answer: the model is not verified
@@ -126,7 +126,7 @@ def verify_tensorflow(model_of: Callable[[str], Any], run: RunVerifier, *, label
     request = JvmRequest(model=None, inputs=inputs, sample=[json.dumps(r) for r in records],
                          timeoutMillis=max(1, round(timeout * 1000)))
     try:
-        answer = JvmAnswer.model_validate(json.loads(run(request.model_dump_json())))
+        answer = _ask(run, request)
     except Exception as e:
         return _failed(label, "tensorflow", _first_line(e), started, timeout)
     rows = [{"route": label, "tf": True, "features": o.features, "stage": o.stage, "error": o.error}
@@ -150,6 +150,20 @@ def _slot_type():
                       ("prediction", pa.float64()), ("label", pa.string()),
                       ("outputs", pa.map_(pa.string(), pa.float64())), ("nanos", pa.int64()),
                       ("stage", pa.string()), ("error", pa.string())])
+
+
+def _ask(run: RunVerifier, request: JvmRequest) -> JvmAnswer:
+    """The Verifier's answer, through a file (``JvmRequest.answerFile`` says why)."""
+    import tempfile
+
+    fd, name = tempfile.mkstemp(prefix="scorestream-verification-", suffix=".json")
+    os.close(fd)
+    try:
+        inline = run(request.model_copy(update={"answerFile": name}).model_dump_json())
+        text = inline.strip() or Path(name).read_text()
+        return JvmAnswer.model_validate(json.loads(text))
+    finally:
+        Path(name).unlink(missing_ok=True)
 
 
 def _failed(label: str, fmt: str, error: str, started: float, timeout: float) -> VerificationReport:
@@ -349,7 +363,8 @@ def process_runner() -> RunVerifier:
             # The exception's line, not the stack: e.g. "Exception in thread "main" ...: reason".
             lines = [ln for ln in res.stderr.splitlines() if ln.strip() and not ln.startswith("\tat ")]
             raise VerificationError(lines[-1] if lines else f"the verifier exited with {res.returncode}")
-        return res.stdout.strip().splitlines()[-1]
+        lines = res.stdout.strip().splitlines()
+        return lines[-1] if lines else ""
 
     return run
 

@@ -52,6 +52,7 @@ class JvmRequest(_Contract):
     inputs: list[str] | None = None
     sample: list[str] = Field(default_factory=list)  # JSON records, as text
     timeoutMillis: int
+    answerFile: str | None = None  # the JVM writes its answer there (Verifier.Request says why)
 
 
 class Outcome(_Contract):
