@@ -5,7 +5,8 @@ rules read: Degraded, a model rolled back, not ready)."""
 from __future__ import annotations
 
 import threading
-from typing import Any, get_args
+import time
+from typing import Any, Callable, get_args
 
 from prometheus_client import REGISTRY, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -23,17 +24,25 @@ ROLLOUT_STEPS = Counter(m.ROLLOUT_STEPS.name.removesuffix("_total"), "Model mess
 PHASES: tuple[str, ...] = get_args(s.Phase)
 
 
+# The active operator recomputes every status each observe interval (10 s by default); a status
+# not recomputed for this long is not current: a standby replica's (kopf peering pauses it, its
+# memory stays), or a resource deleted while the operator was down.
+STALE_AFTER = 300.0
+
+
 class ResourceStatus(Collector):
     """The last status computed per resource. A resource's series change together with its
-    status (a new reason replaces the old series, not adds to it) and go when it is deleted."""
+    status (a new reason replaces the old series, not adds to it), go when it is deleted, and go
+    when no status was computed for it in `stale_after` seconds."""
 
-    def __init__(self) -> None:
+    def __init__(self, stale_after: float = STALE_AFTER, clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
-        self._status: dict[tuple[str, str], dict[str, Any]] = {}
+        self._status: dict[tuple[str, str], tuple[float, dict[str, Any]]] = {}
+        self.stale_after, self.clock = stale_after, clock
 
     def record(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         with self._lock:
-            self._status[(namespace, name)] = status
+            self._status[(namespace, name)] = (self.clock(), status)
 
     def forget(self, namespace: str, name: str) -> None:
         with self._lock:
@@ -46,7 +55,10 @@ class ResourceStatus(Collector):
         phase = GaugeMetricFamily(m.PHASE.name, "A ModelServing's phase: 1 for the current one, 0 for the others",
                                   labels=labels + list(m.PHASE.labels))
         with self._lock:
-            statuses = sorted(self._status.items())
+            now = self.clock()
+            for key in [k for k, (at, _) in self._status.items() if now - at > self.stale_after]:
+                del self._status[key]
+            statuses = sorted((k, st) for k, (_, st) in self._status.items())
         for (namespace, name), status in statuses:
             for c in status.get("conditions", []):
                 condition.add_metric([namespace, name, c["type"], c["status"], c.get("reason", "")], 1)
@@ -70,7 +82,11 @@ def forget(namespace: str, name: str) -> None:
     STATUS.forget(namespace, name)
 
 
-def serve(port: int) -> None:
+def serve(port: int, observe_interval: float | None = None) -> None:
+    """Serve /metrics on `port`; with the operator's observe interval, a status counts as stale
+    after thirty missed observations (STALE_AFTER at least)."""
     from prometheus_client import start_http_server
 
+    if observe_interval is not None:
+        STATUS.stale_after = max(STALE_AFTER, 30 * observe_interval)
     start_http_server(port)

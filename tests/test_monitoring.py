@@ -218,3 +218,20 @@ def test_the_catalogue_is_what_the_collectors_expose_with_the_resource_labels():
     finally:
         metrics.forget("ml", "wine")
     assert 'name="wine"' not in generate_latest(REGISTRY).decode().split("scorestream_modelserving_condition", 1)[1]
+
+
+def test_a_status_not_recomputed_for_a_while_stops_being_exported():
+    """A standby operator replica keeps what it computed before kopf paused it; its series must
+    not keep an alert firing. The clock is a stand-in: five real minutes are too long to wait."""
+    from scorestream.operator.metrics import ResourceStatus
+
+    now = [1000.0]
+    collector = ResourceStatus(stale_after=300, clock=lambda: now[0])
+    collector.record("ml", "wine", {"phase": "Degraded", "conditions": [
+        {"type": "Degraded", "status": "True", "reason": "CrashLoopBackOff"}]})
+    reg = CollectorRegistry()
+    reg.register(collector)
+    now[0] += 299
+    assert "CrashLoopBackOff" in generate_latest(reg).decode()
+    now[0] += 2
+    assert 'name="wine"' not in generate_latest(reg).decode()
