@@ -42,6 +42,8 @@ from scorestream.api.verification import (
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
+# A TensorFlow sample is scored in a Python worker, which may have to import TensorFlow first.
+TENSORFLOW_TIMEOUT_SECONDS = 60.0
 
 # request JSON -> answer JSON: dev.scorestream.jvm.Verifier.run, in the driver's JVM or a process.
 RunVerifier = Callable[[str], str]
@@ -111,35 +113,71 @@ def verify_pmml(path: str | Path, run: RunVerifier, *, label: str, sample: Sampl
                               timeoutSeconds=timeout)
 
 
-def verify_tensorflow(model_of: Callable[[str], Any], run: RunVerifier, *, label: str, inputs: list[str],
-                      sample: Sample, records: list[dict[str, Any]] | None = None,
+def verify_tensorflow(fill: Callable[[list[dict]], list[dict]], run: RunVerifier, *, label: str,
+                      inputs: list[str], sample: Sample, records: list[dict[str, Any]] | None = None,
                       timeout: float = DEFAULT_TIMEOUT_SECONDS) -> VerificationReport:
     """A TensorFlow model on the sample, the job's way: the JVM scorer decodes each record into its
-    features, then ``pipeline.fill_slot`` scores them with ``model_of(route)`` as a Python worker
-    does. ``model_of`` loads the model (``tf_model.cached`` of a SavedModel archive)."""
-    import pyarrow as pa
-
-    from scorestream.runtime import pipeline
-
+    features (a pending slot), then ``fill`` scores the slots with ``pipeline.fill_slot`` as a
+    batch's TensorFlow rows are: in a Python worker for the job (``worker_filler``), in this
+    process for ``scorestream verify`` (``local_filler``)."""
     started = time.monotonic()
     records = records if records is not None else sample.records or []
     request = JvmRequest(model=None, inputs=inputs, sample=[json.dumps(r) for r in records],
                          timeoutMillis=max(1, round(timeout * 1000)))
     try:
         answer = _ask(run, request)
-    except Exception as e:
+        slots = [{"route": label, "tf": True, "features": o.features, "prediction": None, "label": None,
+                  "outputs": None, "nanos": 0, "stage": o.stage, "error": o.error} for o in answer.sample]
+        filled = fill(slots) if slots else []
+    except Exception as e:  # Py4J, a worker's failure: the model is not verified
         return _failed(label, "tensorflow", _first_line(e), started, timeout)
-    rows = [{"route": label, "tf": True, "features": o.features, "stage": o.stage, "error": o.error}
-            for o in answer.sample]
-    if rows:
-        slot = pa.array(rows, type=_slot_type())
-        for o, filled in zip(answer.sample, pipeline.fill_slot(slot, model_of).to_pylist()):
-            o.prediction, o.label, o.stage, o.error = (filled["prediction"], filled["label"], filled["stage"],
-                                                       filled["error"])
-            o.outputs = dict(filled["outputs"]) if filled["outputs"] is not None else None
-    sets = [_sample(records, answer.sample, sample)]
-    return VerificationReport(model=label, format="tensorflow", sets=sets, seconds=time.monotonic() - started,
-                              timeoutSeconds=timeout)
+    for o, f in zip(answer.sample, filled):
+        o.prediction, o.label, o.stage, o.error = f["prediction"], f["label"], f["stage"], f["error"]
+        o.outputs = dict(f["outputs"]) if f["outputs"] is not None else None
+    timed_out = time.monotonic() - started > timeout
+    outcomes = answer.sample if not timed_out else []  # scored too late: not checked in time
+    return VerificationReport(model=label, format="tensorflow", sets=[_sample(records, outcomes, sample)],
+                              seconds=time.monotonic() - started, timeoutSeconds=timeout)
+
+
+def local_filler(model_of: Callable[[str], Any]) -> Callable[[list[dict]], list[dict]]:
+    """Slots scored in this process by ``pipeline.fill_slot``, the worker's function."""
+    import pyarrow as pa
+
+    from scorestream.runtime import pipeline
+
+    return lambda slots: pipeline.fill_slot(pa.array(slots, type=_slot_type()), model_of).to_pylist()
+
+
+def worker_filler(spark, result_ddl: str) -> Callable[[str], Callable[[list[dict]], list[dict]]]:
+    """For a SavedModel archive handed out through SparkFiles: slots scored in a Python worker by
+    ``pipeline.fill_slot``, as a batch's TensorFlow rows are (and the model stays loaded there).
+    ``result_ddl``: ``Scorer.RESULT_DDL``, whose pending slot is the slot's type."""
+    from pyspark.sql.types import StructField, StructType, _parse_datatype_string
+
+    slot_type = _parse_datatype_string(result_ddl)["pending"].dataType["primary"].dataType
+    schema = StructType([StructField("slot", slot_type)])
+    names = slot_type.fieldNames()
+
+    def for_archive(name: str) -> Callable[[list[dict]], list[dict]]:
+        def fill(batches):
+            import pyarrow as pa
+            from pyspark import SparkFiles
+
+            from scorestream.runtime import pipeline, tf_model
+
+            for b in batches:
+                filled = pipeline.fill_slot(b.column("slot"), lambda _route: tf_model.cached(SparkFiles.get(name)))
+                yield pa.RecordBatch.from_arrays([filled], schema=b.schema)
+
+        def run(slots: list[dict]) -> list[dict]:
+            rows = [(tuple(s[n] for n in names),) for s in slots]
+            out = spark.createDataFrame(rows, schema).coalesce(1).mapInArrow(fill, schema).collect()
+            return [r.slot.asDict(recursive=True) for r in out]
+
+        return run
+
+    return for_archive
 
 
 def _slot_type():
@@ -328,6 +366,23 @@ def admit_pmml(path: str | Path, run: RunVerifier, *, label: str, data_type: str
     return report
 
 
+def admit_tensorflow(archive: str, run: RunVerifier, fill: Callable[[list[dict]], list[dict]], *, label: str,
+                     data_type: str, inputs: list[str], sample: Sample, fetch: Callable[[str], bytes | Path],
+                     timeout: float = TENSORFLOW_TIMEOUT_SECONDS) -> VerificationReport:
+    """The job's check of a TensorFlow model's sample before it serves; logged either way."""
+    started = time.monotonic()
+    try:
+        records = sample_records(sample, fetch)
+    except Exception as e:
+        report = _failed(label, "tensorflow", f"sample: {_first_line(e)}", started, timeout)
+    else:
+        report = verify_tensorflow(fill, run, label=label, inputs=inputs, sample=sample, records=records,
+                                   timeout=timeout)
+    log.log(logging.INFO if report.passed else logging.WARNING, "model %s for dataType %s: %s", label, data_type,
+            report.summary())
+    return report
+
+
 # -- scorestream verify --------------------------------------------------------------------------
 
 HELP = "score a model's verification records and a sample as the job does before serving it"
@@ -390,8 +445,8 @@ def cli(args: argparse.Namespace) -> int:
         report = VerificationReport(model=str(path), format="tensorflow", seconds=0.0, timeoutSeconds=args.timeout)
     else:
         inputs = args.inputs.split(",") if args.inputs else _numeric_fields(sample.records[0], args.expected_field)
-        report = verify_tensorflow(_saved_model(path), process_runner(), label=str(path), inputs=inputs,
-                                   sample=sample, timeout=args.timeout)
+        report = verify_tensorflow(local_filler(_saved_model(path)), process_runner(), label=str(path),
+                                   inputs=inputs, sample=sample, timeout=args.timeout)
     if args.json:
         print(report.model_dump_json(indent=2))
     else:

@@ -288,3 +288,31 @@ def test_pmml_swap_times(serving, demo_models, verified_linear):
           f"{statistics.median(apart) * 1000:.0f}, max {max(apart) * 1000:.0f}")
     assert stream.error is None
     assert job.stop() == 0
+
+
+@pytest.mark.spark
+@pytest.mark.broker
+def test_job_verifies_a_tensorflow_sample_in_a_python_worker(serving, demo_models):
+    s = serving()
+    s.publish(demo_models["tree"])
+    job = s.start().wait_ready()
+    rows = feed.wine_rows()
+    sample = [dict(r, quality=row[11]) for r, row in zip(wine_sample(rows[:200]), rows[:200])]
+
+    keras = demo_models["keras"]
+    s.publish(keras.model_copy(update={"version": "sampled", "verification": Sample(records=sample)}))
+    wait_until(lambda: _serving(job)["version"] == "sampled", timeout=180, what="the sampled keras model serving")
+    (checked,) = _serving(job)["verification"]["sets"]
+    assert (checked["set"], checked["records"], checked["predicted"], checked["failed"]) == ("sample", 200, 200, 0)
+
+    # Expected to predict the true quality of every record, which no model of the wine data does.
+    strict = Sample(records=sample, expectedField="quality", tolerance=0.0)
+    s.publish(keras.model_copy(update={"version": "strict", "verification": strict}))
+    wait_until(lambda: _rejection(job, "keras:strict"), timeout=180, what="the strict keras model rejected")
+    reason = _rejection(job, "keras:strict")["reason"]
+    assert "sample: 200 of 200 records predicted" in reason and "quality expected" in reason and "off by" in reason
+    assert _serving(job)["version"] == "sampled"
+    n = s.produce(feed.wine_records(rows[:100]))
+    job.wait_records(n)
+    assert {(o["model"]["name"], o["model"]["version"]) for o in s.outputs(expect=n)} == {("keras", "sampled")}
+    assert job.stop() == 0
