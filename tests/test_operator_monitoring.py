@@ -43,12 +43,14 @@ async def test_conditions_and_phase_are_series_of_the_resource_and_kubectl_shows
         assert header.split()[:3] == ["NAME", "READY", "MODEL"] and row.split()[:2] == ["wine", "False"]
 
         api.delete(MS, "wine")
-        await until(lambda: api.request("GET", api.path(MS, "wine"), ok_missing=True) is None, timeout=60,
-                    what="the resource gone")
         try:
+            await until(lambda: api.request("GET", api.path(MS, "wine"), ok_missing=True) is None, timeout=120,
+                        what="the resource gone")
             await until(lambda: not series(port, m.CONDITION, **mine) and not series(port, m.PHASE, **mine),
                         timeout=30, what="the resource's series gone")
-        except AssertionError:
-            raise AssertionError(f"still: {series(port, m.CONDITION, **mine)}\n{op.log[-4000:]}") from None
+        except AssertionError as e:
+            left = api.request("GET", api.path(MS, "wine"), ok_missing=True)
+            raise AssertionError(f"{e}; resource: {left and left['metadata']}; series: "
+                                 f"{series(port, m.CONDITION, **mine)}\n{op.log[-6000:]}") from None
     finally:
         await op.stop()
