@@ -108,10 +108,11 @@ class ModelsFollower:
         try:
             d = descriptors.decode(msg.value(), dict(msg.headers() or []))
         except descriptors.BadModelMessage as e:
-            if key_type and self._served(key_type):
-                return Item(key_type, role == "candidate", f"offset {msg.offset()}", reason=str(e))
-            if not key_type:
-                self.registry.reject(f"offset {msg.offset()}", None, str(e))
+            data_type, label = key_type or e.data_type, e.label or f"offset {msg.offset()}"
+            if data_type and self._served(data_type):
+                return Item(data_type, role == "candidate", label, reason=str(e))
+            if not data_type:
+                self.registry.reject(label, None, str(e))
             return None
         if not self._served(d.data_type):
             return None
@@ -170,7 +171,7 @@ class ModelsFollower:
     def _follow(self) -> None:
         try:
             while not self._stop.is_set():
-                for msg in self.consumer.consume(100, timeout=0.5):
+                for msg in self._poll():
                     if msg.error() is not None:
                         log.warning("models topic: %s", msg.error())
                         continue
@@ -180,6 +181,12 @@ class ModelsFollower:
         except Exception as e:  # the job reports it unready rather than serving stale models silently
             self.error = f"models follower stopped: {e}"
             log.exception("models follower stopped")
+
+    def _poll(self) -> list:
+        """The messages there are, as soon as one arrives. ``consume(n, timeout)`` returns only
+        once it has n messages or the timeout passed, which held every swap back by up to 0.5 s."""
+        first = self.consumer.poll(0.5)
+        return [] if first is None else [first, *self.consumer.consume(99, timeout=0)]
 
     def stop(self) -> None:
         self._stop.set()

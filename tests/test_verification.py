@@ -125,6 +125,15 @@ def test_cli_reports_the_share_of_a_sample_without_prediction(tmp_path, capsys):
     assert code == 0
 
 
+def test_verification_time_is_bounded(tmp_path, capsys, verified_linear):
+    """Out of time is a failure: the records not scored were not checked."""
+    path, sample = tmp_path / "linear.pmml", tmp_path / "wine.jsonl"
+    path.write_bytes(verified_linear)
+    sample.write_text("".join(json.dumps(r) + "\n" for r in wine_sample(feed.wine_rows()) * 6))
+    code, out = _verify(capsys, path, "--sample", sample, "--timeout", "0.05")
+    assert code == 1 and "records scored in time" in out
+
+
 def test_cli_without_anything_to_verify_says_so(tmp_path, capsys):
     path = tmp_path / "tree.pmml"
     path.write_bytes(models.tree_pmml())

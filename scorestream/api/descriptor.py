@@ -16,6 +16,7 @@ from google.protobuf.message import DecodeError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from scorestream.api import messages
+from scorestream.api.verification import Sample
 
 Format = Literal["pmml", "tensorflow"]
 JSON_CONTENT_TYPE = "application/json"
@@ -38,7 +39,17 @@ class CandidateRole(BaseModel):
 
 
 class BadModelMessage(ValueError):
-    """A message on the models topic that is not a model descriptor."""
+    """A message on the models topic that is not a model descriptor, with what it says of itself
+    where that could be read (so a rejection names the model, not only where its message was)."""
+
+    def __init__(self, reason: str, name: str | None = None, version: str | None = None,
+                 data_type: str | None = None):
+        super().__init__(reason)
+        self.name, self.version, self.data_type = name or None, version or None, data_type or None
+
+    @property
+    def label(self) -> str | None:
+        return f"{self.name}:{self.version}" if self.name and self.version else self.name
 
 
 class ModelDescriptor(BaseModel):
@@ -57,6 +68,8 @@ class ModelDescriptor(BaseModel):
     location: str | None = None
     # Set: a candidate (canary or shadow) next to the serving model, not a replacement.
     candidate: CandidateRole | None = None
+    # Records to score before the model serves (besides a PMML's own <ModelVerification>).
+    verification: Sample | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelDescriptor:
@@ -105,7 +118,8 @@ def _decode_json(value: bytes) -> ModelDescriptor:
     try:
         return ModelDescriptor.model_validate(doc)
     except ValidationError as e:
-        raise BadModelMessage(_explain(e)) from None
+        said = [v if isinstance(v, str) else None for v in (doc.get("name"), doc.get("version"), doc.get("dataType"))]
+        raise BadModelMessage(_explain(e), *said) from None
 
 
 def _decode_proto(value: bytes) -> ModelDescriptor:
@@ -114,20 +128,21 @@ def _decode_proto(value: bytes) -> ModelDescriptor:
         msg.ParseFromString(value)
     except DecodeError as e:
         raise BadModelMessage(f"not a JSON descriptor nor a protobuf ModelDescriptor: {e}") from None
+    source = msg.WhichOneof("MessageContent")
+    content = msg.data if source == "data" else msg.location.encode()
+    # The report's message has no version: the content names it.
+    version = "sha256:" + hashlib.sha256(content).hexdigest()[:12] if source is not None else None
     if msg.modeltype not in _PROTO_FORMATS:
         raise BadModelMessage(
             "ModelDescriptor.modeltype TENSORFLOW (a frozen graph) is not supported; "
-            "export a SavedModel and send TENSORFLOWSAVED"
-        )
-    source = msg.WhichOneof("MessageContent")
+            "export a SavedModel and send TENSORFLOWSAVED", msg.name or msg.dataType, version, msg.dataType)
     if source is None:
-        raise BadModelMessage("ModelDescriptor has neither data nor location")
-    content = msg.data if source == "data" else msg.location.encode()
+        raise BadModelMessage("ModelDescriptor has neither data nor location", msg.name or msg.dataType, None,
+                              msg.dataType)
     try:
         return ModelDescriptor(
             name=msg.name or msg.dataType,
-            # The report's message has no version: the content names it.
-            version="sha256:" + hashlib.sha256(content).hexdigest()[:12],
+            version=version,
             description=msg.description,
             dataType=msg.dataType,
             format=_PROTO_FORMATS[msg.modeltype],
@@ -135,7 +150,7 @@ def _decode_proto(value: bytes) -> ModelDescriptor:
             location=msg.location if source == "location" else None,
         )
     except ValidationError as e:
-        raise BadModelMessage(_explain(e)) from None
+        raise BadModelMessage(_explain(e), msg.name or msg.dataType, version, msg.dataType) from None
 
 
 def _explain(e: ValidationError) -> str:
