@@ -15,7 +15,8 @@ import urllib.parse
 
 from scorestream import naming
 from scorestream.api.descriptor import JSON_CONTENT_TYPE, ModelDescriptor
-from scorestream.operator.spec import KafkaSpec, ModelServingSpec
+from scorestream.api.verification import Sample, read_records
+from scorestream.operator.spec import KafkaSpec, ModelServingSpec, VerificationSpec
 
 ROLLOUT_HEADER = "scorestream-rollout"
 
@@ -45,9 +46,23 @@ def descriptor(spec: ModelServingSpec) -> ModelDescriptor:
         raise ValueError("spec.model is not set")
     common = dict(name=m.name, version=m.version, description=m.description, dataType=spec.data_type,
                   format=m.format, inputs=spec.input.fields if m.format == "tensorflow" and spec.input.fields else None)
+    if m.verification is not None:
+        common["verification"] = _sample(m.verification)
     if m.uri.startswith("data:"):
         return ModelDescriptor(data=decode_data_uri(m.uri), **common)
     return ModelDescriptor(location=m.uri, **common)
+
+
+def _sample(v: VerificationSpec) -> Sample:
+    """spec.model.verification as the descriptor carries it: data: records inline, else where they are."""
+    rules = dict(minShare=v.min_share, expectedField=v.expected_field, tolerance=v.tolerance)
+    if v.uri.startswith("data:"):
+        try:
+            text = decode_data_uri(v.uri).decode()
+        except UnicodeDecodeError:
+            raise ValueError("spec.model.verification: the data: URI is not UTF-8 text") from None
+        return Sample(records=read_records(text, "spec.model.verification"), **rules)
+    return Sample(location=v.uri, **rules)
 
 
 def rollout_id(d: ModelDescriptor) -> str:

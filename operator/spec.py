@@ -164,6 +164,18 @@ class KafkaSpec(KafkaTopics):
         return v
 
 
+class VerificationSpec(Strict):
+    uri: str = Field(min_length=1, max_length=262144, pattern=r"^((file|https?|s3|gs)://|/|data:)")
+    """Records in the input format, one JSON object per line, that the model must score before it
+    serves: a location as for the model's uri (fetched by the job), or a data: URI carrying them."""
+    min_share: float = Field(1.0, alias="minShare", ge=0.0, le=1.0)
+    """The share of the records that must yield a prediction (not dead-lettered, not NaN)."""
+    expected_field: str | None = Field(None, alias="expectedField", min_length=1, max_length=253)
+    """The record field holding each record's expected prediction (a number or a class label)."""
+    tolerance: float = Field(1e-6, ge=0.0)
+    """How far a numeric prediction may be from the expected one (absolute)."""
+
+
 class ModelSpec(Strict):
     name: str = Field(min_length=1, max_length=253)
     """The model's name, as it appears in every prediction."""
@@ -179,6 +191,10 @@ class ModelSpec(Strict):
     the current model keeps serving."""
     description: str = Field("", max_length=1024)
     """A human description, reported with the serving statistics."""
+    verification: VerificationSpec | None = None
+    """A sample the job scores with the model before it serves (besides a PMML's own
+    ModelVerification records, always checked): a model that fails is rolled back with the
+    records that failed and how, and the current model keeps serving."""
 
 
 class AnalysisSpec(Strict):

@@ -29,7 +29,6 @@ from typing import Any, Callable
 
 from scorestream.api.verification import (
     MAX_FAILURES_KEPT,
-    MAX_SAMPLE_RECORDS,
     JvmAnswer,
     JvmRequest,
     Outcome,
@@ -37,6 +36,7 @@ from scorestream.api.verification import (
     Sample,
     SetResult,
     VerificationReport,
+    read_records,
 )
 
 log = logging.getLogger(__name__)
@@ -54,24 +54,6 @@ class VerificationError(ValueError):
 
 
 # -- the sets ------------------------------------------------------------------------------------
-
-
-def read_records(text: str, origin: str) -> list[dict[str, Any]]:
-    """JSON lines, one record (a JSON object) per line; blank lines are skipped."""
-    records = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            doc = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise VerificationError(f"{origin} line {n} is not JSON: {e.msg}") from None
-        if not isinstance(doc, dict):
-            raise VerificationError(f"{origin} line {n} is not a JSON object")
-        records.append(doc)
-        if len(records) > MAX_SAMPLE_RECORDS:
-            raise VerificationError(f"{origin} has more than {MAX_SAMPLE_RECORDS} records")
-    return records
 
 
 def sample_records(sample: Sample, fetch: Callable[[str], bytes | Path]) -> list[dict[str, Any]]:

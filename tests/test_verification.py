@@ -325,3 +325,34 @@ def test_job_verifies_a_tensorflow_sample_in_a_python_worker(serving, demo_model
     job.wait_records(n)
     assert {(o["model"]["name"], o["model"]["version"]) for o in s.outputs(expect=n)} == {("keras", "sampled")}
     assert job.stop() == 0
+
+
+# -- the operator: spec.model.verification -> the descriptor ------------------------------------
+
+
+def _spec(verification: dict):
+    from scorestream.operator.spec import ModelServingSpec
+
+    return ModelServingSpec.model_validate({
+        "dataType": "wine",
+        "kafka": {"bootstrapServers": "kafka:9092", "dataTopic": "d", "outputTopic": "o", "deadLetterTopic": "q"},
+        "input": {"fields": list(WINE_COLUMNS)},
+        "spark": {"image": "scorestream-runtime:test"},
+        "model": {"name": "m", "version": "1", "format": "pmml", "uri": "file:///models/m.pmml",
+                  "verification": verification},
+    })
+
+
+def test_spec_verification_travels_in_the_descriptor():
+    import base64
+
+    from scorestream.operator import publish
+
+    records = wine_sample(feed.wine_rows()[:3])
+    inline = "data:application/jsonl;base64," + base64.b64encode("\n".join(map(json.dumps, records)).encode()).decode()
+    d = publish.descriptor(_spec({"uri": inline, "minShare": 0.9}))
+    assert d.verification == Sample(records=records, minShare=0.9)
+    d = publish.descriptor(_spec({"uri": "file:///models/sample.jsonl", "expectedField": "quality", "tolerance": 0.5}))
+    assert d.verification == Sample(location="file:///models/sample.jsonl", expectedField="quality", tolerance=0.5)
+    with pytest.raises(ValueError, match="line 1 is not JSON"):
+        publish.descriptor(_spec({"uri": "data:,not-json"}))

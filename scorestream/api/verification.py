@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -41,6 +42,28 @@ class Sample(BaseModel):
         if (self.records is None) == (self.location is None):
             raise ValueError("exactly one of records and location must be set")
         return self
+
+
+class BadSample(ValueError):
+    """Sample records that cannot be read."""
+
+
+def read_records(text: str, origin: str) -> list[dict[str, Any]]:
+    """JSON lines, one record (a JSON object) per line; blank lines are skipped."""
+    records = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise BadSample(f"{origin} line {n} is not JSON: {e.msg}") from None
+        if not isinstance(doc, dict):
+            raise BadSample(f"{origin} line {n} is not a JSON object")
+        records.append(doc)
+        if len(records) > MAX_SAMPLE_RECORDS:
+            raise BadSample(f"{origin} has more than {MAX_SAMPLE_RECORDS} records")
+    return records
 
 
 class _Contract(BaseModel):
