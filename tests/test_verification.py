@@ -22,6 +22,7 @@ from scorestream.demo import feed, models
 from scorestream.demo.feed import WINE_COLUMNS
 from scorestream.runtime import verification
 
+from operator_harness import api  # noqa: F401 - the fixture, for the operator test
 from streaming import Stream, wait_until
 
 TAMPERED_RECORD = 3  # 1-based, as reports name records
@@ -356,3 +357,46 @@ def test_spec_verification_travels_in_the_descriptor():
     assert d.verification == Sample(location="file:///models/sample.jsonl", expectedField="quality", tolerance=0.5)
     with pytest.raises(ValueError, match="line 1 is not JSON"):
         publish.descriptor(_spec({"uri": "data:,not-json"}))
+
+
+@pytest.mark.spark
+@pytest.mark.broker
+@pytest.mark.timeout(900)
+async def test_operator_rolls_back_a_model_failing_its_spec_sample(api, broker, serving, tmp_path):
+    """spec.model.verification end to end: the operator publishes the sample with the model, the
+    real job rejects the model, and ModelReady says RolledBack with the job's reason."""
+    import base64
+
+    from operator_harness import MS, Operated, apply, condition, obj, resource, until
+
+    rows = feed.wine_rows()
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "tree.pmml").write_bytes(models.tree_pmml(rows))
+    (folder / "partial.pmml").write_bytes(partial_tree_pmml())
+    records = "\n".join(json.dumps(r) for r in wine_sample(rows[:200]))
+    predicted = sum(1 for r in rows[:200] if r[10] < 10.5)
+    sample = {"uri": "data:application/jsonl;base64," + base64.b64encode(records.encode()).decode()}
+
+    s = serving(partitions=2)
+    async with Operated(api, observeInterval=5, rolloutPoll=0.25) as run:
+        body = resource(s.resource_topics, broker, model={"name": "tree", "version": "1", "format": "pmml",
+                                                        "uri": (folder / "tree.pmml").as_uri(), "verification": sample})
+        body["spec"]["input"] = {"format": "json", "fields": list(WINE_COLUMNS)}
+        body["spec"]["spark"]["triggerInterval"] = "500ms"
+        await apply(api, body)
+        job = await run.start_job(tmp_path, artifacts={"modelDirs": [str(folder)]})
+        await until(lambda: condition(api, "wine", "ModelReady").get("status") == "True", timeout=120,
+                    what="the tree, verified on the sample, ready")
+        assert job.get("/models")["serving"]["wine"]["verification"]["sets"][0]["predicted"] == 200
+
+        body["spec"]["model"] = {"name": "partial", "version": "1", "format": "pmml",
+                                 "uri": (folder / "partial.pmml").as_uri(), "verification": sample}
+        await apply(api, body)
+        cond = await until(lambda: condition(api, "wine", "ModelReady").get("reason") == "RolledBack"
+                           and condition(api, "wine", "ModelReady"), timeout=120, what="RolledBack")
+        assert f"sample: {predicted} of 200 records predicted ({predicted / 200:.1%}, 100% required)" in cond["message"]
+        assert "still serving tree 1" in cond["message"]
+        assert obj(api, MS, "wine")["status"]["model"]["history"][-1]["outcome"] == "RolledBack"
+        assert job.get("/models")["serving"]["wine"]["name"] == "tree"
+        assert job.stop() == 0
