@@ -8,16 +8,20 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
+from pydantic import BaseModel, ValidationError
 
+from scorestream.api import job_http
 from scorestream.config import read_properties_text
 from scorestream.operator import topics
 from scorestream.operator.desired import CONFIG_HASH_ANNOTATION, Names
 from scorestream.operator.kube import Kube
-from scorestream.operator.spec import ModelServingSpec
+from scorestream.operator.spec import ModelServingSpec, operator_client_refusals
 from scorestream.operator.status import DriverState, JobReport
+
+A = TypeVar("A", bound=BaseModel)
 
 
 async def driver_state(kube: Kube, names: Names) -> DriverState:
@@ -38,48 +42,73 @@ async def driver_state(kube: Kube, names: Names) -> DriverState:
                        config_hash=(pod.get("metadata", {}).get("annotations") or {}).get(CONFIG_HASH_ANNOTATION))
 
 
+class JobAnswerError(RuntimeError):
+    """The job answered outside its contract (scorestream.api.job_http): what and where."""
+
+
+async def _answer(session: aiohttp.ClientSession, method: str, endpoint: str, path: str, model: type[A],
+                  ok: tuple[int, ...], **request: Any) -> A:
+    """One answer of the job, parsed through its model; anything else is a JobAnswerError."""
+    async with session.request(method, f"{endpoint}{path}", **request) as r:
+        body = await r.read()
+        if r.status not in ok:
+            try:
+                why = job_http.Failure.model_validate_json(body).error
+            except ValidationError:
+                why = body.decode(errors="replace").strip()[:200]
+            raise JobAnswerError(f"{method} {path} answered HTTP {r.status}: {why}")
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as e:
+        raise JobAnswerError(f"{method} {path} answered outside the contract: {job_http.explain(e)}") from None
+
+
 async def job_report(endpoint: str, timeout: float = 3.0) -> JobReport:
+    """What the job says; unreachable when it does not answer, or answers outside its contract
+    (then `error` says how)."""
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
-            async with session.get(f"{endpoint}/readyz") as r:
-                ready = await r.json()
-            async with session.get(f"{endpoint}/stats") as r:
-                stats = await r.json()
-            async with session.get(f"{endpoint}/models") as r:
-                models = await r.json() if r.status == 200 else {}  # older jobs: no rejections known
-    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+            ready = await _answer(session, "GET", endpoint, "/readyz", job_http.Readiness, (200, 503))
+            stats = await _answer(session, "GET", endpoint, "/stats", job_http.Stats, (200,))
+            models = await _answer(session, "GET", endpoint, "/models", job_http.Models, (200,))
+    except (aiohttp.ClientError, asyncio.TimeoutError):
         return JobReport()
-    totals = stats.get("totals", {})
+    except JobAnswerError as e:
+        return JobReport(error=str(e)[:1000])
+    return job_report_from(ready, stats, models)
+
+
+def job_report_from(ready: job_http.Readiness, stats: job_http.Stats, models: job_http.Models) -> JobReport:
+    """The job's answers as the operator's decisions read them."""
+    totals = stats.totals
     serving, candidates = {}, {}
-    for dt, info in stats.get("dataTypes", {}).items():
-        serving[dt] = {"name": info["name"], "version": info["version"], "since": info.get("since"), **_figures(info)}
-        c = info.get("candidate")
-        if c:
-            comparison = c.get("comparison") or {}
-            candidates[dt] = {"name": c["name"], "version": c["version"], "since": c.get("since"),
-                              "strategy": c.get("strategy"), "percent": c.get("percent"), **_figures(c),
-                              "agreement": comparison.get("agreement"), "meanAbsDiff": comparison.get("meanAbsDiff")}
-    return JobReport(reachable=True, ready=bool(ready.get("ready")), ready_reason=ready.get("reason") or "",
-                     serving=serving, candidates=candidates, lag=totals.get("lag"),
-                     executors=totals.get("executors"), rejected=list(models.get("rejected", [])),
-                     executor_target=totals.get("executorTarget"), live_scaling=totals.get("liveScaling"),
-                     input_rate=totals.get("inputRate"), per_executor_rate=totals.get("processingRatePerExecutor"))
+    for dt, info in stats.dataTypes.items():
+        serving[dt] = {"name": info.name, "version": info.version, "since": info.since, **_figures(info)}
+        c = info.candidate
+        if c is not None:
+            shadow = c.comparison
+            candidates[dt] = {"name": c.name, "version": c.version, "since": c.since,
+                              "strategy": c.strategy, "percent": c.percent, **_figures(c),
+                              "agreement": shadow.agreement if shadow else None,
+                              "meanAbsDiff": shadow.meanAbsDiff if shadow else None}
+    return JobReport(reachable=True, ready=ready.ready, ready_reason=ready.reason,
+                     serving=serving, candidates=candidates, lag=totals.lag,
+                     executors=totals.executors, rejected=[r.model_dump() for r in models.rejected],
+                     executor_target=totals.executorTarget, live_scaling=totals.liveScaling,
+                     input_rate=totals.inputRate, per_executor_rate=totals.processingRatePerExecutor)
 
 
-async def scale_executors(endpoint: str, total: int, timeout: float = 30.0) -> dict[str, Any]:
-    """Ask the job for `total` executors (it records the total and applies it in the background)."""
+async def scale_executors(endpoint: str, total: int, timeout: float = 30.0) -> job_http.ScaleAnswer:
+    """Ask the job for `total` executors (it records the total and applies it in the background);
+    409: it cannot change them live."""
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
-        async with session.post(f"{endpoint}/executors", json={"total": total}) as r:
-            answer = await r.json()
-            if r.status not in (202, 409):
-                raise RuntimeError(f"the job refused {total} executors: HTTP {r.status} {answer}")
-            return answer
+        return await _answer(session, "POST", endpoint, "/executors", job_http.ScaleAnswer, (202, 409),
+                             json=job_http.ScaleRequest(total=total).model_dump(mode="json"))
 
 
-def _figures(info: dict[str, Any]) -> dict[str, Any]:
+def _figures(info: job_http.ModelFigures) -> dict[str, Any]:
     """A version's figures from the job's ModelServingInfo: records scored, failed, mean time."""
-    return {"records": info.get("invocations", 0), "errors": info.get("errors", 0),
-            "meanMs": (info.get("duration") or {}).get("meanMs")}
+    return {"records": info.invocations, "errors": info.errors, "meanMs": info.duration.meanMs}
 
 
 async def kafka_client_properties(kube: Kube, namespace: str, spec: ModelServingSpec) -> dict[str, str]:
@@ -90,7 +119,17 @@ async def kafka_client_properties(kube: Kube, namespace: str, spec: ModelServing
         secret = await kube.get("v1", "Secret", namespace, ref.name)
         if secret is None or ref.key not in (secret.get("data") or {}):
             raise LookupError(f"Secret {namespace}/{ref.name} has no key {ref.key!r}")
-        props.update(read_properties_text(base64.b64decode(secret["data"][ref.key]).decode()))
+        try:
+            secret_props = read_properties_text(base64.b64decode(secret["data"][ref.key]).decode())
+        except UnicodeDecodeError:
+            raise LookupError(f"Secret {namespace}/{ref.name} key {ref.key!r} is not UTF-8 text") from None
+        except ValueError as e:  # a malformed line, named by number: its text may be a password
+            raise LookupError(f"Secret {namespace}/{ref.name} key {ref.key!r}: {e}") from None
+        # The Secret is a tenant's too: nothing in it may make the operator load code or call out.
+        refused = operator_client_refusals(secret_props)
+        if refused:
+            raise LookupError(f"Secret {namespace}/{ref.name} key {ref.key!r}: {'; '.join(refused)}")
+        props.update(secret_props)
     return props
 
 

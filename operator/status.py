@@ -36,6 +36,7 @@ class JobReport:
     """What the job's HTTP endpoint says (None fields: it did not answer)."""
 
     reachable: bool = False
+    error: str | None = None  # it answered, but outside its contract: what was wrong
     ready: bool = False
     ready_reason: str = ""
     serving: dict[str, dict[str, Any]] = field(default_factory=dict)  # dataType -> {name, version, since, figures}
@@ -115,6 +116,12 @@ def compute(name: str, namespace: str, observed: Observed, previous: dict[str, A
         conds["Degraded"] = ("True", why, msg)
         conds["Ready"] = ("False", "DriverFailing", msg)
         conds["Progressing"] = ("False", "DriverFailing", msg)
+    elif job.error:
+        # Another release's job, most likely: its figures cannot be trusted for any decision.
+        phase = "Degraded"
+        conds["Degraded"] = ("True", "JobAnswerInvalid", job.error)
+        conds["Ready"] = ("False", "JobAnswerInvalid", job.error)
+        conds["Progressing"] = ("False", "JobAnswerInvalid", job.error)
     elif driver.ready and job.ready:
         phase = "Running"
         conds["Ready"] = ("True", "Serving", "the job is scoring records")
@@ -212,6 +219,18 @@ def compute(name: str, namespace: str, observed: Observed, previous: dict[str, A
     }
     # The status model is the schema: what we write must pass it.
     return s.ModelServingStatus.model_validate(status).model_dump(by_alias=True, exclude_none=True)
+
+
+def recorded(body: dict[str, Any]) -> desired.Observations:
+    """What the resource's status says its last reconcile rendered from: for drift repair, which
+    runs between reconciles and must not undo their choices."""
+    status = body.get("status") or {}
+    upgrade, stable = status.get("upgrade") or {}, status.get("lastStableSpec") or {}
+    # As upgrade.assess: a failed upgrade of this generation runs the last stable spec.
+    failed = upgrade.get("phase") == "Failed" and upgrade.get("generation") == body["metadata"].get("generation")
+    ready = next((c for c in status.get("conditions", []) if c.get("type") == "Ready"), {})
+    return desired.Observations(data_topic_missing=ready.get("reason") == "DataTopicMissing",
+                                stable_spec=stable.get("spec") if failed else None)
 
 
 def _find(history: list[dict[str, Any]], name: str, version: str) -> dict[str, Any] | None:

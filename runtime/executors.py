@@ -18,6 +18,8 @@ import logging
 import threading
 import time
 
+from scorestream.api.job_http import Executors, ScaleAnswer
+
 log = logging.getLogger(__name__)
 
 
@@ -54,16 +56,16 @@ class ExecutorControl:
         """Executors running now (1 in local mode: the driver's own)."""
         return len(self.ids())
 
-    def scale_to(self, total: int) -> dict:
+    def scale_to(self, total: int) -> ScaleAnswer:
         """Ask for `total` executors; applied in the background. More: requested from the cluster
         manager. Fewer: the newest are killed between two micro-batches."""
         if total < 0:
             raise ValueError("an executor total cannot be negative")
         if not self.live:
-            return self.describe() | {"accepted": False, "reason": "local mode has no executors to change"}
+            return ScaleAnswer(**dict(self.describe()), accepted=False, reason="local mode has no executors to change")
         self.target, self.requested_at = total, time.time()
         self._wake.set()
-        return self.describe() | {"accepted": True}
+        return ScaleAnswer(**dict(self.describe()), accepted=True)
 
     def enforce(self, running: int, settle: float = 5.0) -> None:
         """Keep the asked total, given the executors `running` now: a cluster manager may start
@@ -105,6 +107,6 @@ class ExecutorControl:
                  f" (removing {', '.join(extra)})" if extra else "")
         return None if ok else f"the cluster manager did not take a total of {total}"
 
-    def describe(self) -> dict:
-        return {"live": self.live, "running": self.running(), "target": self.target, "applied": self.applied,
-                "requestedAt": self.requested_at, "error": self.error}
+    def describe(self) -> Executors:
+        return Executors(live=self.live, running=self.running(), target=self.target, applied=self.applied,
+                         requestedAt=self.requested_at, error=self.error)

@@ -10,22 +10,26 @@ from typing import Any, Callable
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from pydantic import BaseModel, ValidationError
 
-from scorestream.runtime.stats import ServingStats, StatsCollector
+from scorestream.api.job_http import Failure, Models, Readiness, ScaleRequest, Stats, explain
+from scorestream.runtime.job_metrics import JobCollector
+from scorestream.runtime.stats import ServingStats
 
 log = logging.getLogger(__name__)
+NO_SESSION = Failure(error="the Spark session is not up yet")
 
 
 class StatusServer:
     """``/stats`` (ModelServingInfo per dataType), ``/models``, ``/healthz``, ``/readyz``, ``/metrics``."""
 
-    def __init__(self, host: str, port: int, stats: ServingStats, ready: Callable[[], tuple[bool, str]],
-                 executors: Callable[[], Any] | None = None):
+    def __init__(self, host: str, port: int, stats: ServingStats, ready: Callable[[], Readiness],
+                 executors: Callable[[], Any] | None = None, namespace: str = "", name: str = ""):
         self.stats = stats
         self.ready = ready
         self.executors = executors or (lambda: None)
         self.metrics = CollectorRegistry()
-        self.metrics.register(StatsCollector(stats))
+        self.metrics.register(JobCollector(stats, ready, namespace, name))
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -40,24 +44,26 @@ class StatusServer:
                     "/executors": server._get_executors,
                 }.get(path)
                 if route is None:
-                    return self._send(404, {"error": f"no such path {path}", "paths": ["/stats", "/models", "/metrics", "/healthz", "/readyz"]})
+                    return self._send(404, Failure(error=f"no such path {path}",
+                                                   paths=["/stats", "/models", "/metrics", "/healthz", "/readyz"]))
                 self._send(*route())
 
             def do_POST(self):  # noqa: N802
                 path = self.path.split("?", 1)[0].rstrip("/")
                 if path != "/executors":
-                    return self._send(404, {"error": f"no POST on {path}", "paths": ["/executors"]})
+                    return self._send(404, Failure(error=f"no POST on {path}", paths=["/executors"]))
                 try:
                     length = int(self.headers.get("Content-Length") or 0)
-                    body = json.loads(self.rfile.read(length) or b"{}")
-                    total = body["total"]
-                    if not isinstance(total, int) or isinstance(total, bool) or total < 0:
-                        raise ValueError("total must be a non-negative integer")
-                except (ValueError, KeyError, TypeError) as e:
-                    return self._send(400, {"error": f"expected {{\"total\": N}}: {e}"})
-                self._send(*server._scale(total))
+                    asked = ScaleRequest.model_validate_json(self.rfile.read(length) or b"{}")
+                except ValidationError as e:
+                    return self._send(400, Failure(error=f"expected {{\"total\": N}}, N >= 0: {explain(e)}"))
+                except ValueError as e:  # Content-Length
+                    return self._send(400, Failure(error=str(e)))
+                self._send(*server._scale(asked.total))
 
-            def _send(self, code, body, ctype="application/json"):
+            def _send(self, code, body: BaseModel | dict | bytes, ctype="application/json"):
+                if isinstance(body, BaseModel):
+                    body = body.model_dump(mode="json")
                 data = body if isinstance(body, bytes) else (json.dumps(body, indent=1) + "\n").encode()
                 self.send_response(code)
                 self.send_header("Content-Type", ctype)
@@ -85,28 +91,28 @@ class StatusServer:
         return 200, {"status": "ok"}
 
     def _readyz(self):
-        ok, why = self.ready()
-        return (200 if ok else 503), {"ready": ok, "reason": why}
+        readiness = self.ready()
+        return (200 if readiness.ready else 503), readiness
 
     def _metrics(self):
         return 200, generate_latest(self.metrics), CONTENT_TYPE_LATEST
 
     def _stats(self):
-        return 200, {"dataTypes": self.stats.serving_info(), "totals": self.stats.totals()}
+        return 200, Stats(dataTypes=self.stats.serving_info(), totals=self.stats.totals())
 
     def _get_executors(self):
         control = self.executors()
         if control is None:
-            return 503, {"error": "the Spark session is not up yet"}
+            return 503, NO_SESSION
         return 200, control.describe()
 
     def _scale(self, total: int):
         control = self.executors()
         if control is None:
-            return 503, {"error": "the Spark session is not up yet"}
+            return 503, NO_SESSION
         result = control.scale_to(total)
-        return (202 if result.get("accepted") else 409), result
+        return (202 if result.accepted else 409), result
 
     def _models(self):
         reg = self.stats.registry
-        return 200, {"serving": reg.serving(), "candidates": reg.candidates(), "rejected": list(reg.rejected)}
+        return 200, Models(serving=reg.serving(), candidates=reg.candidates(), rejected=list(reg.rejected))

@@ -21,9 +21,10 @@ from pathlib import Path
 
 from scorestream.config import JobConfig
 from scorestream import naming
-from scorestream.runtime import jvm, kafka_options, pipeline
+from scorestream.runtime import jvm, kafka_options, pipeline, verification
 from scorestream.runtime.executors import ExecutorControl
 from scorestream.runtime.http import StatusServer
+from scorestream.api.job_http import Readiness
 from scorestream.api.scoring import RoutingTable
 from scorestream.runtime.models import ModelLoader, ModelRegistry, ModelRejected, routing_table
 from scorestream.runtime.modelstopic import ModelsFollower
@@ -81,23 +82,28 @@ class ServingJob:
         self._last_batch = -1  # the last micro-batch this job wrote
         self._failure: str | None = None
         self.executors: ExecutorControl | None = None
-        self.http = StatusServer(config.http.host, config.http.port, self.stats, self._ready, lambda: self.executors)
+        self.http = StatusServer(config.http.host, config.http.port, self.stats, self._ready, lambda: self.executors,
+                                 namespace=config.namespace, name=config.name)
 
     # -- readiness -----------------------------------------------------------------------------
 
-    def _ready(self) -> tuple[bool, str]:
+    def _ready(self) -> Readiness:
+        why = self._not_ready()
+        return Readiness(ready=why is None, reason=why or "serving")
+
+    def _not_ready(self) -> str | None:
         if self._failure:
-            return False, self._failure
+            return self._failure
         if self.follower is None or not self.follower.restored:
-            return False, "restoring models"
+            return "restoring models"
         if self.follower.error:
-            return False, self.follower.error
+            return self.follower.error
         missing = self._missing_models()
         if missing:
-            return False, f"waiting for a model for {', '.join(missing)}"
+            return f"waiting for a model for {', '.join(missing)}"
         if self.query is None or not self.query.isActive:
-            return False, "query not running"
-        return True, "serving"
+            return "query not running"
+        return None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -120,7 +126,8 @@ class ServingJob:
                 self.executors.target = int(initial)  # what a restart was asked for (local mode)
             self.scorer = pipeline.BatchScorer(self.spark, kafka_options.sink_options(self.config.kafka))
             loader = ModelLoader(self.config, self.spark.sparkContext.addFile, self._describe_pmml,
-                                 self._check_tensorflow)
+                                 self._check_tensorflow, self.spark.sparkContext._jvm.dev.scorestream.jvm.Verifier.run,
+                                 verification.worker_filler(self.spark, self.scorer.result_ddl))
             self.follower = ModelsFollower(self.config, loader, self.registry, self.run_id)
             self.follower.restore(self.config.restore_timeout_seconds)
             self.follower.start()

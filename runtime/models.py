@@ -12,13 +12,16 @@ import logging
 import threading
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from scorestream import artifacts
+from scorestream.runtime import verification
 from scorestream.api.descriptor import ModelDescriptor
+from scorestream.api.job_http import CandidateInfo, ModelInfo, Rejection
 from scorestream.api.scoring import Route, RoutingTable
+from scorestream.api.verification import VerificationReport
 from scorestream.config import JobConfig
 
 log = logging.getLogger(__name__)
@@ -53,17 +56,17 @@ class LoadedModel:
     file: str  # the file executors fetch through SparkFiles
     digest: str
     since: float = field(default_factory=time.time)
+    verification: VerificationReport | None = None
 
     @property
     def route(self) -> str:
         """How records and statistics name the model: ``name:version``."""
         return f"{self.name}:{self.version}"
 
-    def info(self) -> dict:
-        d = asdict(self)
-        d["dataType"] = d.pop("data_type")
-        d["inputs"] = list(self.inputs)
-        return d
+    def info(self) -> ModelInfo:
+        return ModelInfo(name=self.name, version=self.version, description=self.description, dataType=self.data_type,
+                         format=self.format, inputs=list(self.inputs), file=self.file, digest=self.digest,
+                         since=self.since, verification=self.verification)
 
 
 class ModelLoader:
@@ -72,11 +75,14 @@ class ModelLoader:
     SavedModel archive where TensorFlow runs (a Python worker), and scores a row with it."""
 
     def __init__(self, config: JobConfig, add_file: Callable[[str], None], describe_pmml: Callable[[str], dict],
-                 check_tensorflow: Callable[[str, int], None]):
+                 check_tensorflow: Callable[[str, int], None], run_verifier: Callable[[str], str] | None = None,
+                 tensorflow_filler: Callable[[str], Callable[[list[dict]], list[dict]]] | None = None):
         self.config = config
         self.add_file = add_file
         self.describe_pmml = describe_pmml
         self.check_tensorflow = check_tensorflow
+        self.run_verifier = run_verifier  # dev.scorestream.jvm.Verifier.run; None: models serve unverified
+        self.tensorflow_filler = tensorflow_filler  # verification.worker_filler: a SavedModel's sample scored
         self.dir = Path(config.work_dir) / "models"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.fields = [normalize(f) for f in config.input.fields] if config.input.fields else None
@@ -85,7 +91,7 @@ class ModelLoader:
         if ":" in d.name:
             raise ModelRejected(f"model name {d.name!r} must not contain ':'")
         try:
-            content = d.data if d.data is not None else artifacts.fetch(d.location or "")
+            content = artifacts.content(d.data, d.location, self.config.artifacts)
         except artifacts.ArtifactError as e:
             raise ModelRejected(f"cannot fetch model: {e}") from None
         try:
@@ -118,8 +124,16 @@ class ModelLoader:
         info = self.describe_pmml(str(path))
         inputs = list(info["inputs"])
         self._check_inputs(inputs)
+        report = None
+        if self.run_verifier is not None:
+            report = verification.admit_pmml(path, self.run_verifier, label=d.label, data_type=d.data_type,
+                                             sample=d.verification,
+                                             fetch=lambda loc: artifacts.content(None, loc, self.config.artifacts))
+            if not report.passed:
+                raise ModelRejected(report.summary())
         self.add_file(str(path))
-        return LoadedModel(d.name, d.version, d.description, d.data_type, "pmml", tuple(inputs), path.name, digest)
+        return LoadedModel(d.name, d.version, d.description, d.data_type, "pmml", tuple(inputs), path.name, digest,
+                           verification=report)
 
     def _tensorflow(self, d: ModelDescriptor, content: bytes | Path) -> LoadedModel:
         from scorestream.runtime import tf_model
@@ -136,7 +150,7 @@ class ModelLoader:
             digest = hashlib.sha256(content).hexdigest()
             stem = self._stem(d, digest)
             try:
-                folder = tf_model.unpack(content, self.dir / stem)
+                folder = tf_model.unpack(content, self.dir / stem, self.config.artifacts)
             except ValueError as e:
                 raise ModelRejected(str(e)) from None
         archive = self.dir / f"{stem}.zip"
@@ -145,7 +159,18 @@ class ModelLoader:
             archive.with_suffix(".tmp").replace(archive)
         self.add_file(str(archive))
         self.check_tensorflow(archive.name, len(inputs))
-        return LoadedModel(d.name, d.version, d.description, d.data_type, "tensorflow", tuple(inputs), archive.name, digest)
+        report = None
+        if d.verification is not None:
+            if self.run_verifier is None or self.tensorflow_filler is None:
+                raise ModelRejected("this job cannot verify a TensorFlow model's sample")
+            report = verification.admit_tensorflow(
+                archive.name, self.run_verifier, self.tensorflow_filler(archive.name), label=d.label,
+                data_type=d.data_type, inputs=list(inputs), sample=d.verification,
+                fetch=lambda loc: artifacts.content(None, loc, self.config.artifacts))
+            if not report.passed:
+                raise ModelRejected(report.summary())
+        return LoadedModel(d.name, d.version, d.description, d.data_type, "tensorflow", tuple(inputs), archive.name, digest,
+                           verification=report)
 
 
 def _folder_digest(folder: Path) -> str:
@@ -175,8 +200,8 @@ class Candidate:
     def percent(self) -> float:
         return self.basis_points / 100
 
-    def info(self) -> dict:
-        return {**self.model.info(), "strategy": self.strategy, "percent": self.percent}
+    def info(self) -> CandidateInfo:
+        return CandidateInfo(**dict(self.model.info()), strategy=self.strategy, percent=self.percent)
 
 
 @dataclass(frozen=True)
@@ -200,7 +225,7 @@ class ModelRegistry:
         self._models: dict[str, LoadedModel] = {}
         self._candidates: dict[str, Candidate] = {}
         self._generation = 0
-        self.rejected: deque[dict] = deque(maxlen=history)
+        self.rejected: deque[Rejection] = deque(maxlen=history)
         self.switches = 0
 
     def install(self, model: LoadedModel) -> bool:
@@ -247,16 +272,16 @@ class ModelRegistry:
     def reject(self, label: str, data_type: str | None, reason: str) -> None:
         log.warning("model %s for dataType %s rejected: %s", label, data_type, reason)
         with self._lock:
-            self.rejected.append({"model": label, "dataType": data_type, "reason": reason, "at": time.time()})
+            self.rejected.append(Rejection(model=label, dataType=data_type, reason=reason, at=time.time()))
 
     def snapshot(self) -> Snapshot:
         with self._lock:
             return Snapshot(self._generation, dict(self._models), dict(self._candidates))
 
-    def serving(self) -> dict[str, dict]:
+    def serving(self) -> dict[str, ModelInfo]:
         return {dt: m.info() for dt, m in self.snapshot().models.items()}
 
-    def candidates(self) -> dict[str, dict]:
+    def candidates(self) -> dict[str, CandidateInfo]:
         return {dt: c.info() for dt, c in self.snapshot().candidates.items()}
 
 

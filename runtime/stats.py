@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from scorestream.api.job_http import CandidateFigures, Comparison, Duration, ModelFigures, ServingFigures, Totals
 from scorestream.api.scoring import LATENCY_BUCKETS, BatchCounts, ShadowCounts
 from scorestream.runtime.models import Candidate, LoadedModel, ModelRegistry, Snapshot
 
@@ -32,21 +33,13 @@ class ModelServingInfo:
     min_ms: float | None = None
     max_ms: float | None = None
 
-    def as_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "version": self.version,
-            "description": self.description,
-            "since": self.since,
-            "invocations": self.invocations,
-            "errors": self.errors,
-            "duration": {
-                "totalMs": round(self.total_ms, 6),
-                "minMs": self.min_ms,
-                "maxMs": self.max_ms,
-                "meanMs": round(self.total_ms / self.invocations, 6) if self.invocations else None,
-            },
-        }
+    def figures(self) -> ModelFigures:
+        return ModelFigures(
+            name=self.name, version=self.version, description=self.description, since=self.since,
+            invocations=self.invocations, errors=self.errors,
+            duration=Duration(totalMs=round(self.total_ms, 6), minMs=self.min_ms, maxMs=self.max_ms,
+                              meanMs=round(self.total_ms / self.invocations, 6) if self.invocations else None),
+        )
 
 
 @dataclass
@@ -66,13 +59,13 @@ class ShadowInfo:
         self.abs_diff += c.diff
         self.nanos += c.sum
 
-    def as_dict(self) -> dict:
+    def comparison(self) -> Comparison:
         n = self.compared
-        return {"records": n, "errors": self.errors,
-                # the share of equal predictions (equal labels for a classifier)
-                "agreement": round(self.agreed / n, 6) if n else None,
-                # the mean absolute difference of the predicted values (regression)
-                "meanAbsDiff": round(self.abs_diff / n, 9) if n else None}
+        return Comparison(records=n, errors=self.errors,
+                          # equal labels, for a classifier
+                          agreement=round(self.agreed / n, 6) if n else None,
+                          # of the predicted values, for a regression
+                          meanAbsDiff=round(self.abs_diff / n, 9) if n else None)
 
 
 @dataclass
@@ -141,31 +134,31 @@ class ServingStats:
             info = self.infos[key] = ModelServingInfo(m.name, m.version, m.description, m.since)
         return info
 
-    def serving_info(self) -> dict:
+    def serving_info(self) -> dict[str, ServingFigures]:
         """Per dataType: the serving model's ModelServingInfo, the models it replaced, and the
         candidate on trial with its figures (a shadow's from its comparisons)."""
         snap = self.registry.snapshot()
         with self._lock:
             out = {}
             for dt, m in sorted(snap.models.items()):
-                current = self._info(m).as_dict()
                 c = snap.candidates.get(dt)
                 skip = {m.route, c.model.route} if c else {m.route}
-                previous = [i.as_dict() for (d, r), i in self.infos.items() if d == dt and r not in skip]
-                out[dt] = {**current, "format": m.format, "previous": previous}
-                if c is not None:
-                    out[dt]["candidate"] = self._candidate(c)
+                previous = [i.figures() for (d, r), i in self.infos.items() if d == dt and r not in skip]
+                out[dt] = ServingFigures(**dict(self._info(m).figures()), format=m.format, previous=previous,
+                                         candidate=self._candidate(c) if c is not None else None)
             return out
 
-    def _candidate(self, c: Candidate) -> dict:
-        base = {**self._info(c.model).as_dict(), "format": c.model.format, "strategy": c.strategy, "percent": c.percent}
+    def _candidate(self, c: Candidate) -> CandidateFigures:
+        figures = dict(self._info(c.model).figures())
+        comparison = None
         if c.strategy == "Shadow":
             s = self._shadow_info(c.model)
-            base.update(invocations=s.compared, errors=s.errors,
-                        duration={"totalMs": round(s.nanos / 1e6, 6), "minMs": None, "maxMs": None,
-                                  "meanMs": round(s.nanos / 1e6 / s.compared, 6) if s.compared else None},
-                        comparison=s.as_dict())
-        return base
+            comparison = s.comparison()
+            figures.update(invocations=s.compared, errors=s.errors,
+                           duration=Duration(totalMs=round(s.nanos / 1e6, 6), minMs=None, maxMs=None,
+                                             meanMs=round(s.nanos / 1e6 / s.compared, 6) if s.compared else None))
+        return CandidateFigures(**figures, format=c.model.format, strategy=c.strategy, percent=c.percent,
+                                comparison=comparison)
 
     def note_end_offsets(self, total: int) -> None:
         with self._lock:
@@ -189,23 +182,22 @@ class ServingStats:
                 "batchSeconds": round(sum(seconds) / len(seconds), 3) if seconds else None,
                 "executorsUsedLastBatch": self.recent_batches[-1][3] if self.recent_batches else None}
 
-    def totals(self) -> dict:
+    def totals(self) -> Totals:
         with self._lock:
-            load = self.load()
-            return {
-                "recordsIn": self.records_in,
-                "recordsOut": self.records_out,
-                "recordsDeadLettered": self.records_dead,
-                "batches": self.batches,
-                "lag": self.lag,
-                "executors": self.executors,
-                "executorTarget": self.executor_target,
-                "liveScaling": self.live_scaling,
-                "queryId": self.query_id,
-                **load,
-                "modelSwitches": self.registry.switches,
-                "lastBatchAt": self.last_batch_at,
-            }
+            return Totals(
+                recordsIn=self.records_in,
+                recordsOut=self.records_out,
+                recordsDeadLettered=self.records_dead,
+                batches=self.batches,
+                lag=self.lag,
+                executors=self.executors,
+                executorTarget=self.executor_target,
+                liveScaling=self.live_scaling,
+                queryId=self.query_id,
+                **self.load(),
+                modelSwitches=self.registry.switches,
+                lastBatchAt=self.last_batch_at,
+            )
 
 
 class StatsCollector(Collector):

@@ -1,0 +1,178 @@
+"""The job's HTTP answers: what the driver serves (``scorestream.runtime.http``) and the operator
+reads (``scorestream.operator.observer``), defined once so that neither side can drift.
+
+Field names are the wire names. Unknown fields are refused, on the wire and in constructors: the
+job and the operator ship in one release, and a field renamed on one side must fail on the other
+rather than be read as its default.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from scorestream.api.descriptor import Format
+from scorestream.api.verification import VerificationReport
+
+
+def _absent(value: object) -> bool:
+    return value is None
+
+
+def explain(error: ValidationError, limit: int = 5) -> str:
+    """A refused answer or request in one line: where, and what is wrong there."""
+    problems = [f"{'.'.join(str(p) for p in e['loc']) or '(the body)'}: {e['msg']}" for e in error.errors()]
+    more = f"; and {len(problems) - limit} more" if len(problems) > limit else ""
+    return "; ".join(problems[:limit]) + more
+
+
+class _Answer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Failure(_Answer):
+    """Any refusal (4xx, 5xx) but /readyz's 503, which answers `Readiness`."""
+
+    error: str
+    paths: list[str] | None = Field(None, exclude_if=_absent)  # the paths there are, for a wrong one
+
+
+class Readiness(_Answer):
+    """GET /readyz: 200 when ready, 503 when not."""
+
+    ready: bool
+    reason: str
+
+
+class Duration(_Answer):
+    """Scoring time per record, milliseconds (None: nothing scored)."""
+
+    totalMs: float
+    minMs: float | None
+    maxMs: float | None
+    meanMs: float | None
+
+
+class ModelFigures(_Answer):
+    """The report's ModelServingInfo: what serves, since when, how often, how fast."""
+
+    name: str
+    version: str
+    description: str
+    since: float  # seconds since the epoch
+    invocations: int
+    errors: int
+    duration: Duration
+
+
+class Comparison(_Answer):
+    """A shadow's comparisons with the serving model, over the records both scored."""
+
+    records: int
+    errors: int  # the shadow failed where the serving model scored
+    agreement: float | None  # the share of equal predictions
+    meanAbsDiff: float | None  # the mean absolute difference of the predicted values
+
+
+class CandidateFigures(ModelFigures):
+    """A candidate on trial; a shadow's figures are its comparisons'."""
+
+    format: Format
+    strategy: Literal["Canary", "Shadow"]
+    percent: float  # a canary's share of the records
+    comparison: Comparison | None = Field(None, exclude_if=_absent)  # a shadow's
+
+
+class ServingFigures(ModelFigures):
+    """A dataType's serving model, the models it replaced, and its candidate."""
+
+    format: Format
+    previous: list[ModelFigures]
+    candidate: CandidateFigures | None = Field(None, exclude_if=_absent)
+
+
+class Totals(_Answer):
+    recordsIn: int
+    recordsOut: int
+    recordsDeadLettered: int
+    batches: int
+    lag: int | None  # records in the data topic not yet processed
+    executors: int | None  # running now
+    executorTarget: int | None  # asked for
+    liveScaling: bool | None  # whether its cluster manager changes executors live
+    queryId: str | None
+    inputRate: float | None  # records/s arriving on the data topic
+    processingRatePerExecutor: float | None  # records per busy second of one executor
+    batchSeconds: float | None
+    executorsUsedLastBatch: int | None
+    modelSwitches: int
+    lastBatchAt: float | None
+
+
+class Stats(_Answer):
+    """GET /stats."""
+
+    dataTypes: dict[str, ServingFigures]
+    totals: Totals
+
+
+class ModelInfo(_Answer):
+    """A model the driver checked and serves."""
+
+    name: str
+    version: str
+    description: str
+    dataType: str
+    format: Format
+    inputs: list[str]
+    file: str
+    digest: str
+    since: float
+    verification: VerificationReport | None = Field(None, exclude_if=_absent)  # how it was admitted
+
+
+class CandidateInfo(ModelInfo):
+    strategy: Literal["Canary", "Shadow"]
+    percent: float
+
+
+class Rejection(_Answer):
+    """A model message the driver refused, and why."""
+
+    model: str  # name:version, or where the message was when it had none
+    dataType: str | None
+    reason: str
+    at: float
+
+
+class Models(_Answer):
+    """GET /models."""
+
+    serving: dict[str, ModelInfo]
+    candidates: dict[str, CandidateInfo]
+    rejected: list[Rejection]
+
+
+class Executors(_Answer):
+    """GET /executors."""
+
+    live: bool  # False: local mode, no executors to change
+    running: int
+    target: int | None
+    applied: int | None  # the total last handed to the cluster manager
+    requestedAt: float | None
+    error: str | None
+
+
+class ScaleRequest(_Answer):
+    """POST /executors."""
+
+    total: int = Field(ge=0, strict=True)
+
+
+class ScaleAnswer(Executors):
+    """POST /executors: 202 when accepted, 409 when not (then `reason`)."""
+
+    accepted: bool
+    reason: str | None = Field(None, exclude_if=_absent)
