@@ -12,6 +12,7 @@ from typing import Any
 from scorestream import naming
 from scorestream.config import HttpConfig, JobConfig, KafkaConfig, SparkConfig
 from scorestream.operator import spec as s
+from scorestream.operator.kube import contains
 
 CONFIG_DIR = "/etc/scorestream"
 CONFIG_FILE = f"{CONFIG_DIR}/job.json"
@@ -161,14 +162,43 @@ def config_hash(config: JobConfig) -> str:
     return hashlib.sha256(rolled.to_json().encode()).hexdigest()[:16]
 
 
+@dataclass(frozen=True)
+class Observations:
+    """What the desired objects depend on besides the resource's own spec."""
+
+    data_topic_missing: bool = False  # no driver until it exists: it would only crash-loop
+    stable_spec: dict[str, Any] | None = None  # a failed upgrade runs the last stable spec instead
+
+
+def desired_state(body: dict[str, Any], seen: Observations) -> list[dict[str, Any]]:
+    """What reconcile applies, and what drift repair compares children with: one rendering, so
+    that a repair never restores what the reconcile chose not to run.
+
+    Whether the driver runs is the resource's own spec's to say (`suspend`), also while a failed
+    upgrade renders the last stable spec: that spec may have been recorded while suspended."""
+    own = s.ModelServingSpec.model_validate(body.get("spec", {}))
+    rendered = own if seen.stable_spec is None else s.ModelServingSpec.model_validate(seen.stable_spec)
+    return _objects(body["metadata"], rendered, run=not own.suspend and not seen.data_topic_missing)
+
+
+def drifted(owner: dict[str, Any], child: dict[str, Any], seen: Observations, deleted: bool) -> bool:
+    """Whether a child of ours differs from what the owner's reconcile renders."""
+    wanted = next((o for o in desired_state(owner, seen) if o["kind"] == child.get("kind")
+                   and o["metadata"]["name"] == child.get("metadata", {}).get("name")), None)
+    return wanted is not None and (deleted or not contains(child, wanted))
+
+
 def desired_objects(body: dict[str, Any], run: bool = True) -> list[dict[str, Any]]:
     """The objects that run one ModelServing, in the order they should be applied.
 
     `run=False` keeps the driver at zero replicas (suspended, or its data topic is missing).
     """
-    meta = body["metadata"]
-    name, namespace = meta["name"], meta.get("namespace", "default")
     spec = s.ModelServingSpec.model_validate(body.get("spec", {}))
+    return _objects(body["metadata"], spec, run=run and not spec.suspend)
+
+
+def _objects(meta: dict[str, Any], spec: s.ModelServingSpec, run: bool) -> list[dict[str, Any]]:
+    name, namespace = meta["name"], meta.get("namespace", "default")
     names = Names(name, namespace)
     config = job_config(name, namespace, spec)
     config_json = config.to_json()
@@ -201,7 +231,7 @@ def desired_objects(body: dict[str, Any], run: bool = True) -> list[dict[str, An
             ],
         }),
         obj("apps/v1", "StatefulSet", names.driver,
-            spec=_statefulset_spec(name, spec, names, config, run and not spec.suspend)),
+            spec=_statefulset_spec(name, spec, names, config, run)),
     ]
 
 

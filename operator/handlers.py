@@ -14,15 +14,16 @@ from typing import Any
 
 import kopf
 
-from scorestream.operator import desired, reconciler
+from scorestream.operator import desired, metrics, reconciler, status
 from scorestream.operator import spec as s
-from scorestream.operator.kube import Kube, contains
+from scorestream.operator.kube import Kube
 from scorestream.operator.settings import OperatorConfig
 
 CHILD_KINDS = [("", "v1", "configmaps"), ("", "v1", "serviceaccounts"), ("", "v1", "services"),
                ("rbac.authorization.k8s.io", "v1", "roles"), ("rbac.authorization.k8s.io", "v1", "rolebindings"),
                ("apps", "v1", "statefulsets")]
 MANAGED = {"app.kubernetes.io/managed-by": "scorestream-operator"}
+STATUS_FIELDS = [f.alias or name for name, f in s.ModelServingStatus.model_fields.items()]
 
 
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
@@ -82,6 +83,11 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
         if new != body.get("status"):
             patch.status.update(_replacing(body, new))
 
+    @kopf.on.event(*resource, registry=registry)
+    async def deleted(event: dict[str, Any], body: kopf.Body, **_: Any) -> None:
+        if event.get("type") == "DELETED":  # its status series go with it
+            metrics.forget(body.metadata.namespace, body.metadata.name)
+
     kopf.timer(*resource, registry=registry, interval=config.observe_interval, initial_delay=1.0,
                sharp=False, idle=0, id="observe")(observe)
     # While a rollout waits for the job's confirmation, look more often than the observer does:
@@ -103,19 +109,16 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
             ms = await memo.ctx.kube.get(s.API_VERSION, s.KIND, body.metadata.namespace, owner["name"])
             if ms is None or ms["metadata"].get("uid") != owner.get("uid") or ms["metadata"].get("deletionTimestamp"):
                 return  # the owner is gone: garbage collection takes the child
-            wanted = next((o for o in desired.desired_objects(ms) if o["kind"] == body.get("kind")
-                           and o["metadata"]["name"] == body.metadata.name), None)
-            if wanted is None:
-                return
-            if event["type"] == "MODIFIED" and contains(dict(body), wanted):
-                return
-            await reconciler.reconcile(memo.ctx, ms, logger, trigger="child")
+            if desired.drifted(ms, dict(body), status.recorded(ms), deleted=event["type"] == "DELETED"):
+                await reconciler.reconcile(memo.ctx, ms, logger, trigger="child")
 
 
 def _replacing(body: kopf.Body, new: dict[str, Any]) -> dict[str, Any]:
     """The status patch: a merge patch keeps what it does not name, so a field the new status
-    no longer has (an upgrade that ended) is removed explicitly."""
-    return {**{k: None for k in (body.get("status") or {}) if k not in new}, **new}
+    no longer has (an upgrade that ended) is removed explicitly; every field the status may
+    have, since the status the reconcile started from may be newer than `body`'s."""
+    fields = {*STATUS_FIELDS, *(body.get("status") or {})}
+    return {**{k: None for k in fields if k not in new}, **new}
 
 
 def _rolling_out(body: kopf.Body, **_: Any) -> bool:
@@ -140,13 +143,14 @@ def operator_scope(config: OperatorConfig) -> dict[str, Any]:
     )
 
 
-def run(config: OperatorConfig) -> None:
+def run(config: OperatorConfig, verbose: bool = False) -> None:
     """The operator's main loop (blocking)."""
     registry = kopf.OperatorRegistry()
     register(registry, config, exit_after_cleanup=10.0)
     if config.metrics_port:
         from scorestream.operator import metrics
 
-        metrics.serve(config.metrics_port)
-    kopf.configure(verbose=False)
-    kopf.run(registry=registry, liveness_endpoint="http://0.0.0.0:8080/healthz", **operator_scope(config))
+        metrics.serve(config.metrics_port, config.observe_interval)
+    kopf.configure(verbose=verbose)
+    kopf.run(registry=registry, liveness_endpoint=f"http://0.0.0.0:{config.health_port}/healthz",
+             **operator_scope(config))

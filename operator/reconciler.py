@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,25 @@ from scorestream.operator.settings import OperatorConfig
 from scorestream.operator.spec import ModelServingSpec
 
 
+@dataclass(eq=False)
+class _Turns:
+    """One resource's reconciles, taken one at a time.
+
+    kopf runs the update handler, the timers and the children's event handlers of one resource
+    concurrently; two reconciles at once would apply, publish and scale from the same stale
+    status. kopf patches the status a reconcile returns only after its handler has returned,
+    so one queued behind it would still read the status from before: `handed` carries it over."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    handed: tuple[dict[str, Any] | None, dict[str, Any]] | None = None  # (status it started from, status it returned)
+
+    def latest(self, body: dict[str, Any]) -> dict[str, Any]:
+        """`body` with the status the reconcile before returned, where kopf has not patched it in yet."""
+        if self.handed is not None and body.get("status") == self.handed[0]:
+            return {**body, "status": self.handed[1]}
+        return body
+
+
 @dataclass
 class Context:
     """What every reconcile shares: the API client and the operator's configuration."""
@@ -28,13 +48,22 @@ class Context:
     kube: Kube
     config: OperatorConfig
     topics: observer.TopicsChecks = field(init=False)
-    # uid -> the rollout id published (or being published) by this process: the update handler
-    # and the timer reconcile concurrently and both see a status without it until one patches.
+    # uid -> the rollout id published (or being published) by this process: a reconcile may start
+    # from a status without it (kopf patches after the handler returns), and must not send it twice.
     published: dict[str, str] = field(default_factory=dict, init=False)
     _running: set[asyncio.Task] = field(default_factory=set, init=False)
+    # Weak: a resource's entry lives while a reconcile of it runs or waits, and no longer.
+    _turns: weakref.WeakValueDictionary[str, _Turns] = field(default_factory=weakref.WeakValueDictionary,
+                                                             init=False)
 
     def __post_init__(self) -> None:
         self.topics = observer.TopicsChecks(ttl=self.config.topics_recheck)
+
+    def turns(self, uid: str) -> _Turns:
+        turns = self._turns.get(uid)
+        if turns is None:
+            turns = self._turns[uid] = _Turns()
+        return turns
 
     async def close(self, timeout: float = 10.0) -> None:
         """Let reconciles in flight finish (kopf may still run a timer while it cleans up), then
@@ -57,18 +86,28 @@ def invalid_spec_status(body: dict[str, Any], error: ValidationError, now: str |
 
 async def reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger | Any,
                     trigger: str) -> dict[str, Any]:
-    """Returns the new status; the caller patches it (kopf's `patch.status`)."""
+    """Returns the new status; the caller patches it (kopf's `patch.status`). Reconciles of one
+    resource run one after the other, whichever handler calls; of different resources, at once."""
+    meta = body["metadata"]
     task = asyncio.current_task()
     ctx._running.add(task)
-    started, outcome = time.monotonic(), "error"
+    turns = ctx.turns(meta.get("uid") or f"{meta['namespace']}/{meta['name']}")
     try:
-        new = await _reconcile(ctx, body, logger, trigger)
-        outcome = new.get("phase", "unknown")
-        return new
+        async with turns.lock:
+            given = body.get("status")
+            started, outcome = time.monotonic(), "error"
+            try:
+                new = await _reconcile(ctx, turns.latest(body), logger, trigger)
+                outcome = new.get("phase", "unknown")
+            finally:
+                metrics.RECONCILES.labels(trigger, outcome).inc()
+                metrics.RECONCILE_SECONDS.labels(trigger).observe(time.monotonic() - started)
+            if trigger != "child":  # a child's repair returns a status nobody patches
+                turns.handed = (given, new)
+                metrics.record_status(meta["namespace"], meta["name"], new)
+            return new
     finally:
         ctx._running.discard(task)
-        metrics.RECONCILES.labels(trigger, outcome).inc()
-        metrics.RECONCILE_SECONDS.labels(trigger).observe(time.monotonic() - started)
 
 
 async def _reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger | Any,
@@ -115,9 +154,9 @@ async def _reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger 
     if verdict.event and trigger != "child":
         (kopf.warn if verdict.event[0] == "UpgradeRolledBack" else kopf.info)(
             body, reason=verdict.event[0], message=verdict.event[1][:1000])
-    rendered = {**body, "spec": verdict.run_spec} if verdict.run_spec is not None else body
+    seen = desired.Observations(data_topic_missing=observed.data_topic_exists is False, stable_spec=verdict.run_spec)
     try:
-        for obj in desired.desired_objects(rendered, run=run):
+        for obj in desired.desired_state(body, seen):
             result = await ctx.kube.apply(obj)
             if result == "created":
                 logger.info("created %s", observer.summary(obj))
@@ -206,7 +245,7 @@ async def _scale(ctx: Context, body: dict[str, Any], spec: ModelServingSpec, nam
         try:
             answer = await observer.scale_executors(observer.endpoint_of(names, ctx.config.endpoint_template),
                                                     step.target)
-            message = f"{step.message}; asked live (running then: {answer.get('running')})"
+            message = f"{step.message}; asked live (running then: {answer.running})"
             kopf.info(body, reason="Scaled", message=f"{job.executor_target} -> {step.target} executors, live")
         except Exception as e:  # unreachable, or refused: asked again at the next observation
             message = f"{step.message}; asking the job failed: {e}"[:1000]

@@ -1,0 +1,119 @@
+"""One rendering for the reconcile and for drift repair: the resource's spec and what was observed
+(a missing data topic, a failed upgrade's last stable spec) to the objects, as a pure function; and
+drift repair reads those observations back from the status the reconcile wrote."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import yaml
+
+from scorestream.operator import desired, status, upgrade
+from scorestream.operator import spec as s
+
+EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine-pmml.yaml").read_text())
+EXAMPLE["metadata"].update(uid="0f6a6c0e-6a5e-4c40-9b53-0d1c7c1a0002", generation=2)
+
+
+def body(**spec):
+    b = copy.deepcopy(EXAMPLE)
+    b["spec"].update(spec)
+    return b
+
+
+def stable_spec(**spec):
+    """Generation 1's spec: a trigger interval the resource has since changed."""
+    return {**copy.deepcopy(EXAMPLE["spec"]), "spark": {**EXAMPLE["spec"]["spark"], "triggerInterval": "1s"}, **spec}
+
+
+def changed(**spec):
+    return body(spark={**EXAMPLE["spec"]["spark"], "triggerInterval": "5s"}, **spec)
+
+
+def driver(objs):
+    sts = next(o for o in objs if o["kind"] == "StatefulSet")["spec"]
+    return sts["replicas"], sts["template"]["metadata"]["annotations"][desired.CONFIG_HASH_ANNOTATION]
+
+
+def trigger_interval(objs):
+    cm = next(o for o in objs if o["kind"] == "ConfigMap")
+    return json.loads(cm["data"]["job.json"])["spark"]["triggerInterval"]
+
+
+def test_a_suspended_resource_runs_no_driver_even_under_a_failed_upgrades_stable_spec():
+    assert driver(desired.desired_state(body(suspend=True), desired.Observations()))[0] == 0
+    objs = desired.desired_state(changed(suspend=True), desired.Observations(stable_spec=stable_spec()))
+    assert driver(objs)[0] == 0 and trigger_interval(objs) == "1s"
+
+
+def test_a_stable_spec_recorded_while_suspended_does_not_suspend_the_resource():
+    objs = desired.desired_state(changed(), desired.Observations(stable_spec=stable_spec(suspend=True)))
+    assert driver(objs)[0] == 1
+
+
+def test_a_failed_upgrade_renders_the_last_stable_spec():
+    objs = desired.desired_state(changed(), desired.Observations(stable_spec=stable_spec()))
+    assert trigger_interval(objs) == "1s"
+    assert driver(objs) == driver(desired.desired_objects(body(**stable_spec())))
+    assert driver(objs) != driver(desired.desired_state(changed(), desired.Observations()))
+    # Owned by the resource, whatever spec they come from.
+    assert {o["metadata"]["ownerReferences"][0]["uid"] for o in objs} == {EXAMPLE["metadata"]["uid"]}
+
+
+def test_a_missing_data_topic_keeps_the_driver_at_zero():
+    missing = desired.desired_state(body(), desired.Observations(data_topic_missing=True))
+    there = desired.desired_state(body(), desired.Observations())
+    assert driver(missing)[0] == 0 and driver(there)[0] == 1
+    assert [o for o in missing if o["kind"] != "StatefulSet"] == [o for o in there if o["kind"] != "StatefulSet"]
+
+
+def test_without_observations_it_renders_as_render_does():
+    assert desired.desired_state(body(), desired.Observations()) == desired.desired_objects(body())
+
+
+def written(b, **observed):
+    """`b` with the status a reconcile writes for what it observed."""
+    spec = s.ModelServingSpec.model_validate(b["spec"])
+    new = status.compute("wine", "ml", status.Observed(generation=b["metadata"]["generation"], spec=spec, **observed),
+                         b.get("status"))
+    return {**b, "status": new}
+
+
+def test_drift_repair_reads_a_missing_data_topic_from_the_status():
+    b = written(body(), data_topic_exists=False)
+    seen = status.recorded(b)
+    assert seen == desired.Observations(data_topic_missing=True)
+    applied = desired.desired_state(b, seen)
+    assert not any(desired.drifted(b, child, seen, deleted=False) for child in applied)
+    # What a reconcile unaware of the topic would want is what this one chose not to run.
+    assert desired.drifted(b, desired.desired_objects(b)[-1], seen, deleted=False)
+    assert not status.recorded(written(body(), data_topic_exists=True)).data_topic_missing
+
+
+def test_drift_repair_reads_a_failed_upgrade_from_the_status():
+    before = {"lastStableSpec": {"generation": 1, "spec": stable_spec()},
+              "upgrade": {"generation": 2, "phase": "Upgrading", "startedAt": "2026-01-01T00:00:00Z", "message": ""}}
+    b = {**changed(), "status": before}
+    spec = s.ModelServingSpec.model_validate(b["spec"])
+    verdict = upgrade.assess("wine", "ml", spec, b["spec"], 2, before, None, False, 1.9e9, "2030-03-17T17:46:40Z")
+    assert verdict.run_spec == stable_spec() and verdict.upgrade["phase"] == "Failed"
+    b = written(b, data_topic_exists=True, last_stable=verdict.last_stable, upgrade=verdict.upgrade)
+    seen = status.recorded(b)
+    assert seen == desired.Observations(stable_spec=verdict.run_spec)
+    applied = desired.desired_state(b, seen)
+    assert not any(desired.drifted(b, child, seen, deleted=False) for child in applied)
+    assert all(desired.drifted(b, child, seen, deleted=True) for child in applied)
+    # The spec changes again: the failed upgrade is over, the resource's own spec renders.
+    newer = {**b, "metadata": {**b["metadata"], "generation": 3}}
+    assert status.recorded(newer) == desired.Observations()
+
+
+def test_an_edited_child_is_drift():
+    b = written(body(), data_topic_exists=True)
+    role = next(o for o in desired.desired_state(b, status.recorded(b)) if o["kind"] == "Role")
+    edited = {**role, "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}
+    assert desired.drifted(b, edited, status.recorded(b), deleted=False)
+    stranger = {**role, "metadata": {**role["metadata"], "name": "not-ours"}}
+    assert not desired.drifted(b, stranger, status.recorded(b), deleted=True)
