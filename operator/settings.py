@@ -30,6 +30,8 @@ class OperatorConfig(Strict):
     """Seconds a complete topic check is trusted before the brokers are asked again."""
     metrics_port: int | None = Field(None, alias="metricsPort", ge=1, le=65535)
     """Serve Prometheus metrics (reconciles by trigger and outcome, their duration) on this port."""
+    health_port: int = Field(8080, alias="healthPort", ge=1, le=65535)
+    """The liveness endpoint's port (/healthz; the chart's probes use 8080)."""
     endpoint_template: str | None = Field(None, alias="endpointTemplate")
     """The job's HTTP endpoint as a template of {name} and {namespace}; None: the driver pod's DNS name."""
 

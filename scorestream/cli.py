@@ -21,6 +21,9 @@ def main(argv: list[str] | None = None) -> int:
 
     sub.add_parser("build-jvm", help="compile the JVM scorer (needs a JDK 17+)")
 
+    from scorestream.runtime import verification
+    verification.add_arguments(sub.add_parser("verify", help=verification.HELP))
+
     crd = sub.add_parser("crd", help="print the ModelServing CRD generated from the spec types")
     crd.add_argument("--write", action="store_true", help="write crds/modelserving.yaml instead of printing")
 
@@ -37,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     op.add_argument("--priority", type=int, default=None,
                     help="peering priority (the highest serves); default: random, distinct per replica")
     op.add_argument("--observe-interval", type=float, default=None, help="seconds between observations (10)")
+    op.add_argument("-v", "--verbose", action="store_true", help="log kopf's INFO messages too (peering, handlers)")
 
     args = parser.parse_args(argv)
     if args.command == "demo":
@@ -47,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         from scorestream.runtime.__main__ import main as runtime_main
 
         return runtime_main(["--config", args.config])
+    if args.command == "verify":
+        return verification.cli(args)
     if args.command == "build-jvm":
         from scorestream.runtime import jvm
 
@@ -87,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             config = OperatorConfig.model_validate(raw)
         except ValidationError as e:
             parser.error(f"operator configuration: {e}")
-        run_operator(config)
+        run_operator(config, verbose=args.verbose)
         return 0
     return 2
 
@@ -103,13 +109,20 @@ def _render(filename: str) -> int:
     for doc in yaml.safe_load_all(text):
         if not doc:
             continue
-        if doc.get("kind") != spec.KIND:
-            print(f"{filename}: skipping {doc.get('kind')!r}: not a {spec.KIND}", file=sys.stderr)
+        api_version, kind = doc.get("apiVersion"), doc.get("kind")
+        name = (doc.get("metadata") or {}).get("name", "?")
+        # Ours but not what the CRD serves: the API server would refuse it, so rendering it would mislead.
+        if (str(kind).lower() == spec.KIND.lower() or str(api_version).split("/")[0] == spec.GROUP) \
+                and (api_version, kind) != (spec.API_VERSION, spec.KIND):
+            print(f"{filename}: {name}: apiVersion {api_version!r} kind {kind!r}: the CRD serves only"
+                  f" apiVersion: {spec.API_VERSION}, kind: {spec.KIND}", file=sys.stderr)
+            return 2
+        if kind != spec.KIND:
+            print(f"{filename}: skipping {kind!r}: not a {spec.KIND}", file=sys.stderr)
             continue
         try:
             out.extend(desired.render(doc))
         except ValidationError as e:
-            name = (doc.get("metadata") or {}).get("name", "?")
             for err in e.errors():
                 print(f"{filename}: {name}: spec.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}", file=sys.stderr)
             return 1

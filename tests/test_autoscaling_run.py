@@ -1,4 +1,4 @@
-"""The autoscaler on a real job: the operator (against the emulated API) scales a serving job on
+"""The autoscaler on a real job: the operator (against the tests' real API server) scales a serving job on
 a local Spark standalone cluster on its lag — up when a burst arrives, down after the cooldown —
 and not a record is lost."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from scorestream.demo import feed, models
 
-from operator_harness import MS, Operated, api, apply, obj, resource, until  # noqa: F401
+from operator_harness import MS, Operated, api, apply, events, obj, resource, until  # noqa: F401
 from standalone import cluster, standalone_conf  # noqa: F401
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
@@ -42,7 +42,6 @@ async def test_a_burst_scales_the_job_up_and_the_quiet_after_it_down(api, broker
 
         burst = 40_000
         t0 = time.monotonic()
-        # In a thread: the emulated API the operator talks to runs on this event loop.
         n += await asyncio.to_thread(s.produce, feed.wine_records([rows[i % len(rows)] for i in range(burst)], start=n))
         await until(lambda: job.get("/executors")["running"] == 2, timeout=120, what="a second executor")
         scaled_up = time.monotonic() - t0
@@ -54,7 +53,7 @@ async def test_a_burst_scales_the_job_up_and_the_quiet_after_it_down(api, broker
         await until(lambda: autoscaling(api).get("replicas") == 1, timeout=30, what="status.autoscaling.replicas 1")
         st = obj(api, MS, "wine")["status"]
         assert st["scaling"]["mode"] == "Live"
-        assert any(o.raw.get("reason") == "Autoscaled" for k, o in list(api.objects.items()) if k[0].plural == "events")
+        assert events(api, "Autoscaled")
 
         out = s.outputs(expect=n)
         keys = [o["key"] for o in out]

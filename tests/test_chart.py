@@ -1,17 +1,20 @@
 """The Helm chart, checked offline: lint, every mode rendered and valid against the Kubernetes
-schemas, bad values refused by values.schema.json, and its RBAC audited against what the operator
-really requests (recorded from a real operator run against the emulated API)."""
+schemas, bad values refused by values.schema.json; and installed by helm into the tests' real API
+server, its RBAC audited against what the operator really requests there (the API server's
+audit log of an operator running with the release's ServiceAccount token)."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import re
 import subprocess
 from pathlib import Path
 
 import kubernetes_validate
 import openapi_schema_validator
 import pytest
+import requests
 import yaml
 
 import helm as helm_tool
@@ -19,7 +22,8 @@ from scorestream.operator import crd as crd_module
 from scorestream.operator import desired
 from scorestream.operator.settings import OperatorConfig
 
-from operator_harness import MS, NS, Operator, api, apply, obj, resource, topics, until  # noqa: F401
+from operator_harness import (CLUSTER, MS, ApiError, Operator, api, apply, helm_install, obj, resource,  # noqa: F401
+                              tool, topics, until)
 
 REPO = Path(__file__).resolve().parents[1]
 CHART = REPO / "charts" / "scorestream"
@@ -47,8 +51,8 @@ def run_helm(helm, *args) -> subprocess.CompletedProcess:
     return subprocess.run([str(helm), *args], capture_output=True, text=True, timeout=60)
 
 
-def render(helm, *flags) -> list[dict]:
-    res = run_helm(helm, "template", "ss", str(CHART), "--namespace", "operators", "--include-crds", *flags)
+def render(helm, *flags, release="ss") -> list[dict]:
+    res = run_helm(helm, "template", release, str(CHART), "--namespace", "operators", "--include-crds", *flags)
     assert res.returncode == 0, res.stderr
     return [d for d in yaml.safe_load_all(res.stdout) if d]
 
@@ -91,6 +95,9 @@ def test_every_mode_renders_valid_objects(helm, mode):
     # The operator reads the same typed configuration the chart renders.
     config = OperatorConfig.model_validate(yaml.safe_load(by_kind(objs, "ConfigMap")[0]["data"]["operator.yaml"]))
     roles, cluster_roles = by_kind(objs, "Role"), by_kind(objs, "ClusterRole")
+    assert desired.owner_reference({"name": "wine", "uid": "u"})["blockOwnerDeletion"]
+    for role in roles + cluster_roles:
+        assert BLOCK_OWNER_DELETION <= granted(role["rules"]), f"{role['metadata']}: children would be refused"
     if "cluster-wide" in mode:
         assert config.all_namespaces and not roles and len(cluster_roles) == 1
     else:
@@ -103,6 +110,35 @@ def test_every_mode_renders_valid_objects(helm, mode):
         assert peerings and all(p["metadata"]["name"] == "scorestream" for p in peerings)
     else:
         assert config.peering is None and not peerings
+
+
+DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_names_and_labels_fit_with_the_longest_release_name(helm, mode):
+    # The schemas do not check lengths; the API server does. Helm allows release names of 53.
+    for o in render(helm, *MODES[mode], release="r" * 53):
+        meta = o["metadata"]
+        if o["kind"] == "Service":
+            assert len(meta["name"]) <= 63 and DNS_1035_LABEL.match(meta["name"]), meta["name"]
+        assert len(meta["name"]) <= 253
+        for key, value in meta.get("labels", {}).items():
+            assert len(value) <= 63 and LABEL_VALUE.match(value), f"{o['kind']} label {key}: {value}"
+
+
+def test_watched_namespaces_are_created_only_when_asked_and_outlive_the_release(helm):
+    # By default they must exist: the chart does not own namespaces that hold users' resources.
+    assert not by_kind(render(helm, *MODES["namespaced"]), "Namespace")
+    objs = render(helm, "--set", "watch.namespaces={ml,operators}", "--set", "watch.createNamespaces=true")
+    namespaces = by_kind(objs, "Namespace")
+    assert [n["metadata"]["name"] for n in namespaces] == ["ml"]  # not the release's own
+    for n in namespaces:
+        kubernetes_validate.validate(n, K8S_VERSION, strict=True)
+        assert "namespace" not in n["metadata"] and n["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    kinds = [o["kind"] for o in objs]
+    assert kinds.index("Namespace") < kinds.index("Role"), "helm installs in this order: the Roles need the namespace"
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -123,70 +159,112 @@ def test_bad_values_are_refused_with_a_message(helm, flags, message):
 
 # --- RBAC audit ---------------------------------------------------------------------------------
 
-def allowed(rules, verb, group, resource) -> bool:
-    return any(verb in r["verbs"] and group in r["apiGroups"] and resource in r["resources"] for r in rules)
+# Not a call: the admission plugin OwnerReferencesPermissionEnforcement (on in the tests' API
+# server, as in production clusters) refuses a child whose owner reference has blockOwnerDeletion
+# unless its creator may do this to the owner.
+BLOCK_OWNER_DELETION = {("update", "scorestream.dev", "modelservings/finalizers")}
 
 
 def granted(rules):
     return {(v, g, res) for r in rules for v in r["verbs"] for g in r["apiGroups"] for res in r["resources"]}
 
 
+def calls_of(kube, subject):
+    """(verb, group, resource[/subresource]) of every request the subject made, and those refused."""
+    calls, refused = set(), []
+    for event in kube.audit(subject):
+        ref = event.get("objectRef") or {}
+        if not ref.get("resource"):
+            continue  # discovery and health: every authenticated subject may
+        call = (event["verb"], ref.get("apiGroup", ""), ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else ""))
+        calls.add(call)
+        if call[0] == "patch" and event.get("responseStatus", {}).get("code") == 201:
+            calls.add(("create", *call[1:]))  # a server-side apply that created: authorized as create
+        status = event.get("responseStatus", {})
+        # A namespace being deleted refuses new content with 403 too; that says nothing of RBAC.
+        if status.get("code") == 403 and "being terminated" not in status.get("message", ""):
+            refused.append((*call, ref.get("namespace"), ref.get("name")))
+    return calls, refused
+
+
+def can_i(kube, installation, verb, group, resource, namespace):
+    res = tool("kubectl", kube, "auth", "can-i", verb, f"{resource.split('/')[0]}{'.' + group if group else ''}",
+               *([f"--subresource={resource.split('/')[1]}"] if "/" in resource else []),
+               f"--as={installation.subject}", "-n", namespace, check=False)
+    return res.stdout.strip() == "yes"
+
+
 @pytest.mark.broker
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("mode", ["ha", "ha-cluster-wide"])
-async def test_rbac_allows_every_call_the_operator_makes_and_nothing_it_does_not(api, broker, topics, helm, mode):
-    objs = render(helm, *MODES[mode])
-    rules = (by_kind(objs, "ClusterRole") or by_kind(objs, "Role"))[0]["rules"]
-    config = OperatorConfig.model_validate(yaml.safe_load(by_kind(objs, "ConfigMap")[0]["data"]["operator.yaml"]))
-    if not config.all_namespaces:
-        config = config.model_copy(update={"namespaces": [NS]})  # the release namespace here
-        api.objects["kopf.dev/v1/kopfpeerings", NS, "scorestream"] = {
-            "apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": "scorestream", "namespace": NS}}
-    else:
-        api.objects["kopf.dev/v1/clusterkopfpeerings", None, "scorestream"] = {
-            "apiVersion": "kopf.dev/v1", "kind": "ClusterKopfPeering", "metadata": {"name": "scorestream"}}
-    config = config.model_copy(update={"observe_interval": 0.5, "endpoint_template": "http://127.0.0.1:9"})
-    # Everything the operator does in a resource's life: a Secret for Kafka, a model to publish,
-    # an update, a child deleted by someone else, status, events, peering.
-    api.objects["v1/secrets", NS, "kafka-client"] = {
-        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kafka-client", "namespace": NS},
-        "data": {"client.properties": base64.b64encode(b"client.id=scorestream-audit\n").decode()}}
-    from scorestream.demo.broker import create_topics
-
-    create_topics(broker.bootstrap, {topics["dataTopic"]: 1})
-    op = Operator(api, config, token=api.AUDIT_TOKEN)
-    await op.start()
+async def test_rbac_allows_every_call_the_operator_makes_and_nothing_it_does_not(api, broker, topics, helm, mode,
+                                                                                tmp_path, capsys):
+    release = f"audit-{api.ns}"
+    flags = list(MODES[mode]) if mode != "ha" else [*MODES[mode], "--set", f"watch.namespaces={{{api.ns}}}"]
+    # The test cluster runs no Prometheus operator, so it has no ServiceMonitor kind to install.
+    pairs = [flags[i:i + 2] for i in range(0, len(flags), 2)]
+    flags = [f for pair in pairs if not pair[1].startswith("metrics.serviceMonitor") for f in pair]
+    installation = helm_install(api.cluster, tmp_path, release, api.ns, *flags)
     try:
-        body = resource(topics, broker, model={"name": "wine-tree", "version": "1", "format": "pmml",
-                                               "uri": "file:///models/tree.pmml"})
-        body["spec"]["kafka"]["secretRef"] = {"name": "kafka-client"}
-        await apply(api, body)
-        await until(lambda: obj(api, "apps/v1/statefulsets", "wine-driver"), what="the driver StatefulSet")
-        body["spec"]["spark"]["triggerInterval"] = "2s"  # a job change: the driver's template changes
-        await apply(api, body)
-        await until(lambda: (obj(api, MS, "wine").get("status") or {}).get("observedGeneration") == 2, what="gen 2")
-        await api.kube.request("DELETE", f"/api/v1/namespaces/{NS}/configmaps/wine-job")
-        await until(lambda: obj(api, "v1/configmaps", "wine-job"), what="the ConfigMap restored")
-        # Children edited by someone else are patched back, whatever their kind.
-        for api_path, key, name in [("api/v1", "v1/serviceaccounts", "wine-driver"), ("api/v1", "v1/services", "wine-driver"),
-                                    ("apis/rbac.authorization.k8s.io/v1", "rbac.authorization.k8s.io/v1/roles", "wine-driver"),
-                                    ("apis/rbac.authorization.k8s.io/v1", "rbac.authorization.k8s.io/v1/rolebindings", "wine-driver")]:
-            plural = key.rsplit("/", 1)[1]
-            label = next(k for k in obj(api, key, name)["metadata"]["labels"] if k != "app.kubernetes.io/managed-by")
-            await api.kube.request("PATCH", f"/{api_path}/namespaces/{NS}/{plural}/{name}",
-                                   {"metadata": {"labels": {label: "tampered"}}}, content_type="application/merge-patch+json")
-            await until(lambda: obj(api, key, name)["metadata"]["labels"][label] != "tampered", what=f"{plural} restored")
-        await asyncio.sleep(1.5)  # a few observer timers
-    finally:
-        await op.stop()
+        raw = api.request("GET", f"/api/v1/namespaces/{api.ns}/configmaps?labelSelector=app.kubernetes.io/instance={release}")
+        config = OperatorConfig.model_validate(yaml.safe_load(raw["items"][0]["data"]["operator.yaml"]))
+        config = config.model_copy(update={"observe_interval": 0.5, "endpoint_template": "http://127.0.0.1:9"})
+        # Everything the operator does in a resource's life: a Secret for Kafka, a model to publish,
+        # an update, a child deleted by someone else, status, events, peering.
+        api.create("v1/secrets", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kafka-client"},
+                                  "data": {"client.properties": base64.b64encode(b"client.id=scorestream-audit\n").decode()}})
+        from scorestream.demo.broker import create_topics
 
-    calls = {c for c in api.audit if c[1] != "apiextensions.k8s.io"}
-    denied = sorted(c for c in calls if not allowed(rules, *c))
-    assert not denied, f"the chart's RBAC denies calls the operator makes: {denied}"
-    # Kubernetes lets a subject create a Role only with permissions it holds: the driver's Role's.
-    needed_to_grant = granted(desired.DRIVER_RULES)
-    unused = sorted(granted(rules) - calls - needed_to_grant)
-    assert not unused, f"the chart grants what the operator never uses: {unused}"
+        create_topics(broker.bootstrap, {topics["dataTopic"]: 1})
+        op = Operator(api, config, kubeconfig=installation.kubeconfig)
+        await op.start()
+        try:
+            body = resource(topics, broker, model={"name": "wine-tree", "version": "1", "format": "pmml",
+                                                   "uri": "file:///models/tree.pmml"})
+            body["spec"]["kafka"]["secretRef"] = {"name": "kafka-client"}
+            await apply(api, body)
+            await until(lambda: obj(api, "apps/v1/statefulsets", "wine-driver"), what="the driver StatefulSet")
+            body["spec"]["spark"]["triggerInterval"] = "2s"  # a job change: the driver's template changes
+            await apply(api, body)
+            await until(lambda: (obj(api, MS, "wine").get("status") or {}).get("observedGeneration") == 2, what="gen 2")
+            api.delete("v1/configmaps", "wine-job")
+            await until(lambda: obj(api, "v1/configmaps", "wine-job"), what="the ConfigMap restored")
+            # Children edited by someone else are patched back, whatever their kind.
+            for key in ("v1/serviceaccounts", "v1/services", "rbac.authorization.k8s.io/v1/roles",
+                        "rbac.authorization.k8s.io/v1/rolebindings"):
+                label = next(k for k in obj(api, key, "wine-driver")["metadata"]["labels"] if k != "app.kubernetes.io/managed-by")
+                api.patch(key, "wine-driver", {"metadata": {"labels": {label: "tampered"}}})
+                await until(lambda: obj(api, key, "wine-driver")["metadata"]["labels"][label] != "tampered",
+                            what=f"{key} restored")
+            await asyncio.sleep(1.5)  # a few observer timers
+        finally:
+            await op.stop()
+
+        calls, refused = calls_of(api.cluster, installation.subject)
+        assert not refused, f"the API server refused the operator (the chart's RBAC lacks these): {refused}"
+        rules = [r for kind in ("ClusterRole", "Role") for o in api.request(
+            "GET", f"/apis/rbac.authorization.k8s.io/v1/{kind.lower()}s?labelSelector=app.kubernetes.io/instance={release}")["items"]
+            for r in o["rules"]]
+        # Kubernetes lets a subject create a Role only with permissions it holds: the driver's Role's.
+        unused = sorted(granted(rules) - calls - granted(desired.DRIVER_RULES) - BLOCK_OWNER_DELETION)
+        assert not unused, f"the chart grants what the operator never uses: {unused}"
+        # kubectl's view of the same: every call allowed to the ServiceAccount, and a verb it was not given refused.
+        answers = {call: can_i(api.cluster, installation, *call, api.ns) for call in sorted(calls)}
+        assert all(answers.values()), {c: a for c, a in answers.items() if not a}
+        assert not can_i(api.cluster, installation, "delete", "scorestream.dev", "modelservings", api.ns)
+        # Secrets by name only (the Kafka Secret a resource names), never listed; outside the
+        # watched namespaces not at all — cluster-wide mode watches every namespace, kube-system too.
+        assert not can_i(api.cluster, installation, "list", "", "secrets", api.ns)
+        assert can_i(api.cluster, installation, "get", "", "secrets", "kube-system") == (mode == "ha-cluster-wide")
+        token = yaml.safe_load(installation.kubeconfig.read_text())["users"][0]["user"]["token"]
+        r = requests.delete(api.cluster.server + api.path(MS, "wine"), headers={"Authorization": f"Bearer {token}"},
+                            verify=str(api.cluster.dir / "ca.crt"))
+        assert r.status_code == 403, r.text
+        with capsys.disabled():
+            print(f"\nRBAC ({mode}): {len(calls)} kinds of call by {installation.subject}, each allowed by "
+                  f"`kubectl auth can-i`: " + ", ".join(f"{v} {r}{'.' + g if g else ''}" for v, g, r in sorted(calls)))
+    finally:
+        tool("helm", api.cluster, "uninstall", release, "-n", api.ns, "--wait")
 
 
 # --- examples -----------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from scorestream.operator import crd
-from scorestream.operator.spec import ModelServingSpec, transition_errors
+from scorestream.operator.spec import API_VERSION, KIND, ModelServingSpec, transition_errors
 
 from admission import admit
 
@@ -44,13 +44,15 @@ def test_every_field_is_described_for_kubectl_explain():
 def test_printer_columns_and_subresources():
     version = crd.generate()["spec"]["versions"][0]
     assert [c["name"] for c in version["additionalPrinterColumns"]] == \
-        ["Model", "Version", "Replicas", "Lag", "Phase", "Age"]
+        ["Ready", "Model", "Version", "Replicas", "Lag", "Phase", "Age"]
     assert version["subresources"]["status"] == {}
     assert version["subresources"]["scale"] == {
         "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
         "labelSelectorPath": ".status.selector"}
     names = crd.generate()["spec"]["names"]
     assert (names["kind"], names["plural"], names["shortNames"]) == ("ModelServing", "modelservings", ["ms"])
+    # `kubectl delete all --all` must not take the ModelServings (and their jobs) along with the pods.
+    assert names["categories"] == ["scorestream"]
 
 
 def test_structural_schema_has_no_unsupported_keywords():
@@ -120,9 +122,9 @@ def _verdict(obj, old=None):
     return errors, pydantic_ok
 
 
-@settings(max_examples=250, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
-@given(st.data())
-def test_invalid_resources_are_rejected_with_a_message_naming_the_field(data):
+def invalid_case(data) -> tuple[dict, dict | None, str, str]:
+    """One invalid resource: (object, the object it updates or None, the kind of fault, the word the
+    refusal must name). The real API server replays the same cases (tests/test_user_paths.py)."""
     obj = copy.deepcopy(EXAMPLE)
     kind = data.draw(st.sampled_from(["field", "same-topic", "name", "immutable-dataType", "immutable-checkpoint"]))
     old = None
@@ -145,6 +147,17 @@ def test_invalid_resources_are_rejected_with_a_message_naming_the_field(data):
         old = copy.deepcopy(obj)
         obj["spec"]["checkpoint"] = {"size": data.draw(st.sampled_from(["2Gi", "10Gi", "500Mi"]))}
         word = "checkpoint is immutable"
+    return obj, old, kind, word
+
+
+# The same 250 cases on every run (derandomized), here and against the real API server.
+INVALID_CASES = settings(max_examples=250, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@INVALID_CASES
+@given(st.data())
+def test_invalid_resources_are_rejected_with_a_message_naming_the_field(data):
+    obj, old, kind, word = invalid_case(data)
     errors, pydantic_ok = _verdict(obj, old)
     assert errors, f"admitted: {kind} {obj['spec']}"
     assert any(word in e for e in errors), errors
@@ -170,3 +183,22 @@ def test_valid_variations_are_admitted_by_both(change):
         del obj["spec"]["model"]
     errors, pydantic_ok = _verdict(obj)
     assert errors == [] and pydantic_ok
+
+
+@pytest.mark.parametrize("api_version, kind", [
+    ("scorestream.dev/v1", "ModelServing"), ("v1", "ModelServing"), (None, "ModelServing"),
+    ("scorestream.dev/v1alpha1", "Modelserving"), ("scorestream.dev/v1alpha1", "ModelServings"),
+])
+def test_render_refuses_an_api_version_or_kind_the_crd_does_not_serve(tmp_path, capsys, api_version, kind):
+    from scorestream.cli import main
+
+    doc = {**copy.deepcopy(EXAMPLE), "apiVersion": api_version, "kind": kind}
+    path = tmp_path / "ms.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    assert main(["render", "-f", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and f"apiVersion: {API_VERSION}, kind: {KIND}" in err, err
+    # The same resource with the served apiVersion and kind renders.
+    path.write_text(yaml.safe_dump({**doc, "apiVersion": API_VERSION, "kind": KIND}))
+    assert main(["render", "-f", str(path)]) == 0
+    assert "kind: StatefulSet" in capsys.readouterr().out

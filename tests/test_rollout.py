@@ -1,4 +1,4 @@
-"""Declarative rollouts end to end: the operator (against the emulated API) publishes spec.model,
+"""Declarative rollouts end to end: the operator (against the tests' real API server) publishes spec.model,
 the real job (Spark local, a local process standing in for the driver pod) swaps models without a
 restart, and the operator confirms what the job serves through its HTTP endpoint."""
 
@@ -9,13 +9,15 @@ import collections
 import json
 import statistics
 import time
+import urllib.parse
+from pathlib import Path
 
 import pytest
 
 from scorestream.demo import feed, models
 from scorestream.operator.publish import ROLLOUT_HEADER
 
-from operator_harness import MS, Operated, api, apply, condition, obj, resource, until  # noqa: F401
+from operator_harness import MS, Operated, api, apply, condition, events, obj, resource, until  # noqa: F401
 from streaming import Stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
@@ -40,6 +42,11 @@ def artifacts(tmp_path_factory):
         path.write_bytes(data)
         out[name] = {"format": fmt, "uri": path.as_uri()}
     return out
+
+
+def model_dirs(artifacts):
+    """The job may read model files only under its model directories: here, the artifacts' folder."""
+    return {"modelDirs": sorted({str(Path(urllib.parse.urlsplit(a["uri"]).path).parent) for a in artifacts.values()})}
 
 
 def model(artifacts, name, version):
@@ -74,7 +81,7 @@ async def test_immediate_rollouts_are_published_confirmed_and_rolled_back(api, b
         body["spec"]["spark"]["triggerInterval"] = "500ms"
         await apply(api, body)
         # The operator published spec.model before the job ever ran: the job restores it.
-        job = await run.start_job(tmp_path)
+        job = await run.start_job(tmp_path, artifacts=model_dirs(artifacts))
         await rolled_out(api, "wine-tree", 1)
 
         stream = Stream(s, total=10**9, chunk=100, pause=0.1)  # ~1,000 records/s until stopped
@@ -127,10 +134,6 @@ async def test_immediate_rollouts_are_published_confirmed_and_rolled_back(api, b
         assert job.stop() == 0
 
 
-def events(api, reason):
-    return [o.raw for k, o in list(api.objects.items()) if k[0].plural == "events" and o.raw.get("reason") == reason]
-
-
 def trial(api):
     return obj(api, MS, "wine")["status"]["model"].get("rollout") or {}
 
@@ -146,7 +149,7 @@ async def test_a_canary_is_promoted_by_its_figures_and_a_failing_one_rolled_back
         body["spec"]["rollout"] = {"strategy": "Canary", "canary": {
             "percent": 20, "minRecords": 500, "promoteAfter": "3s", "maxErrorRate": 0.01, "maxLatencyRatio": 100}}
         await apply(api, body)
-        job = await run.start_job(tmp_path)
+        job = await run.start_job(tmp_path, artifacts=model_dirs(artifacts))
         await rolled_out(api, "wine-tree", 1)  # the first model: nothing to compare with, immediate
 
         stream = Stream(s, total=10**9, chunk=100, pause=0.1)
@@ -217,7 +220,7 @@ async def test_a_shadow_reports_agreement_a_corrupt_artifact_is_refused_and_a_re
         body["spec"]["spark"]["triggerInterval"] = "500ms"
         body["spec"]["rollout"] = {"strategy": "Shadow", "shadow": {"minRecords": 500, "maxLatencyRatio": 100}}
         await apply(api, body)
-        job = await run.start_job(tmp_path)
+        job = await run.start_job(tmp_path, artifacts=model_dirs(artifacts))
         await rolled_out(api, "wine-tree", 1)
         stream = Stream(s, total=10**9, chunk=100, pause=0.1)
         stream.start()

@@ -47,6 +47,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 What the operator may do, and nothing else (tests/test_chart.py audits it against the requests the
 operator makes). Kubernetes lets a subject create a Role only with permissions it holds itself,
 so the driver's Role (operator/desired.py DRIVER_RULES: pods and configmaps) is included too.
+The operator's children are made by server-side apply: a `patch` request, which the API server
+authorizes as `create` too where the object does not exist yet.
 */}}
 {{- define "scorestream.rules" -}}
 - apiGroups: ["scorestream.dev"]
@@ -55,6 +57,11 @@ so the driver's Role (operator/desired.py DRIVER_RULES: pods and configmaps) is 
 - apiGroups: ["scorestream.dev"]
   resources: ["modelservings/status"]
   verbs: ["patch"]
+# Never called: the OwnerReferencesPermissionEnforcement admission plugin requires it to create
+# children whose owner reference has blockOwnerDeletion (foreground deletion waits for them).
+- apiGroups: ["scorestream.dev"]
+  resources: ["modelservings/finalizers"]
+  verbs: ["update"]
 - apiGroups: [""]
   resources: ["serviceaccounts", "services"]
   verbs: ["get", "list", "watch", "create", "patch"]

@@ -1,0 +1,389 @@
+"""A real Kubernetes control plane for the tests: etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and kwok, built from source at pinned releases and run on loopback.
+
+The Go modules under tests/cluster/ pin each component (go.mod + go.sum: a tampered or moved
+module fails the build). `build()` compiles them once into a cache outside git keyed by those
+pins and the Go toolchain; a warm cache builds nothing. `ControlPlane` starts them the way
+controller-runtime's envtest starts its API server — secure port, a CA of its own, service-account
+signing keys, RBAC authorization — plus the controllers (StatefulSets, garbage collection,
+namespaces) and kwok, which plays the kubelet of fake nodes: pods are scheduled onto them and
+marked Running and Ready, and no container runs.
+
+`make setup` runs this file as a script to build; the tests call `ControlPlane().start()`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+import yaml
+
+SOURCES = Path(__file__).resolve().parent / "cluster"
+KUBE_VERSION = "v1.34.4"
+CACHE = Path(os.environ.get("SCORESTREAM_CACHE", Path.home() / ".cache" / "scorestream")) / "cluster"
+NODE = "kwok-node-0"
+PROVISIONER = "scorestream.dev/test-hostpath"
+
+
+class BuildFailed(RuntimeError):
+    pass
+
+
+def _ldflags() -> str:
+    major, minor = KUBE_VERSION.lstrip("v").split(".")[:2]
+    stamps = []
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        stamps += [f"-X {pkg}.gitVersion={KUBE_VERSION}", f"-X {pkg}.gitMajor={major}", f"-X {pkg}.gitMinor={minor}",
+                   f"-X {pkg}.gitTreeState=clean", f"-X {pkg}.buildDate=1970-01-01T00:00:00Z"]
+    return " ".join(["-s", "-w", *stamps])
+
+
+# module directory → the packages it builds (binary name = last path element)
+BUILDS = {
+    "kube": ["k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager",
+             "k8s.io/kubernetes/cmd/kube-scheduler"],
+    "etcd": ["."],
+    "kwok": ["sigs.k8s.io/kwok/cmd/kwok"],
+}
+BINARIES = {"kube-apiserver": "kube", "kube-controller-manager": "kube", "kube-scheduler": "kube",
+            "etcd": "etcd", "kwok": "kwok"}
+
+
+def _go() -> str:
+    go = shutil.which("go")
+    if go is None:
+        raise BuildFailed("go not found: the control plane is built from source (Go >= 1.24)")
+    return go
+
+
+def bin_dir() -> Path:
+    """The cache directory for these pins and this Go toolchain."""
+    digest = hashlib.sha256()
+    digest.update(subprocess.run([_go(), "version"], capture_output=True, text=True, check=True).stdout.encode())
+    digest.update(_ldflags().encode())
+    for module in sorted(BUILDS):
+        for name in ("go.mod", "go.sum", "main.go"):
+            p = SOURCES / module / name
+            if p.is_file():
+                digest.update(f"{module}/{name}\0".encode() + p.read_bytes())
+    return CACHE / f"{KUBE_VERSION}-{digest.hexdigest()[:12]}"
+
+
+def build(verbose: bool = False) -> Path:
+    """Build what is missing; returns the directory holding all five binaries."""
+    out = bin_dir()
+    env = {**os.environ, "GOFLAGS": "-mod=readonly -buildvcs=false", "CGO_ENABLED": "0"}
+    for module, packages in BUILDS.items():
+        names = [module if p == "." else p.rsplit("/", 1)[-1] for p in packages]
+        if all((out / n).is_file() for n in names):
+            continue
+        staging = Path(tempfile.mkdtemp(prefix=f"build-{module}-", dir=CACHE.parent if CACHE.parent.exists() else None))
+        try:
+            started = time.monotonic()
+            target = staging / module if packages == ["."] else staging
+            res = subprocess.run([_go(), "build", "-trimpath", f"-ldflags={_ldflags()}", "-o", f"{target}{'' if packages == ['.'] else '/'}",
+                                  *packages], cwd=SOURCES / module, env=env, capture_output=not verbose, text=True)
+            if res.returncode != 0:
+                raise BuildFailed(f"go build in tests/cluster/{module} failed:\n{(res.stderr or '')[-3000:]}")
+            out.mkdir(parents=True, exist_ok=True)
+            for n in names:
+                (staging / n).replace(out / n)
+            print(f"built {', '.join(names)} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def _make_pki(d: Path) -> None:
+    """A CA, the API server's serving certificate, an admin client certificate (system:masters)
+    and the service-account signing key pair — what envtest generates for its API server."""
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+             "-subj", "/CN=scorestream-test-ca", cwd=d)
+    (d / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,"
+                                  "DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1\n"
+                                  "extendedKeyUsage=serverAuth\n")
+    (d / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    for name, subject, ext in (("server", "/CN=kube-apiserver", "server.ext"),
+                               ("admin", "/O=system:masters/CN=scorestream-test-admin", "client.ext")):
+        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                 "-subj", subject, cwd=d)
+        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                 "-out", f"{name}.crt", "-days", "2", "-extfile", ext, cwd=d)
+    _openssl("genrsa", "-out", "sa.key", "2048", cwd=d)
+    _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
+
+
+def kubeconfig(server: str, ca: Path, *, cert: Path | None = None, key: Path | None = None,
+               token: str | None = None, namespace: str = "default") -> dict:
+    user = {"token": token} if token else {"client-certificate-data": base64.b64encode(cert.read_bytes()).decode(),
+                                           "client-key-data": base64.b64encode(key.read_bytes()).decode()}
+    return {
+        "apiVersion": "v1", "kind": "Config", "current-context": "test",
+        "clusters": [{"name": "test", "cluster": {"server": server,
+                                                  "certificate-authority-data": base64.b64encode(ca.read_bytes()).decode()}}],
+        "users": [{"name": "test", "user": user}],
+        "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test", "namespace": namespace}}],
+    }
+
+
+class ApiError(AssertionError):
+    def __init__(self, status: int, body: dict):
+        super().__init__(f"{status}: {body.get('message', body)}")
+        self.status, self.body = status, body
+
+
+@dataclass
+class ControlPlane:
+    bins: Path | None = None
+    dir: Path | None = None
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    server: str = ""
+
+    # ----------------------------------------------------------------- lifecycle
+    def start(self, timeout: float = 120) -> "ControlPlane":
+        self.bins = self.bins or build()
+        self.dir = Path(tempfile.mkdtemp(prefix="scorestream-kube-"))
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self, timeout: float) -> None:
+        d = self.dir
+        _make_pki(d)
+        etcd_port, etcd_peer, api_port = _free_port(), _free_port(), _free_port()
+        self.server = f"https://127.0.0.1:{api_port}"
+        self._spawn("etcd", "--name=test", f"--data-dir={d / 'etcd'}", "--unsafe-no-fsync",
+                    f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+                    f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+                    f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
+                    f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
+                    f"--initial-cluster=test=http://127.0.0.1:{etcd_peer}", "--log-level=warn")
+        # Every request's metadata, for the tests that check what a subject did (the RBAC audit).
+        (d / "audit-policy.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived", "ResponseStarted"],
+            "rules": [{"level": "Metadata"}]}))
+        self._spawn("kube-apiserver", f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+                    f"--audit-policy-file={d / 'audit-policy.yaml'}", f"--audit-log-path={d / 'audit.log'}",
+                    "--audit-log-format=json", "--audit-log-mode=blocking",
+                    "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
+                    f"--tls-cert-file={d / 'server.crt'}", f"--tls-private-key-file={d / 'server.key'}",
+                    f"--client-ca-file={d / 'ca.crt'}", "--authorization-mode=RBAC",
+                    f"--service-account-issuer={self.server}", f"--service-account-key-file={d / 'sa.pub'}",
+                    f"--service-account-signing-key-file={d / 'sa.key'}", "--service-cluster-ip-range=10.0.0.0/24",
+                    "--allow-privileged=true", "--enable-priority-and-fairness=false",
+                    # the `kubernetes` Service's endpoint can't be a loopback address (envtest does the same)
+                    "--endpoint-reconciler-type=none",
+                    # what a production cluster runs besides the defaults, so a chart that needs a
+                    # permission there fails here too
+                    "--enable-admission-plugins=OwnerReferencesPermissionEnforcement")
+        self.admin_config = d / "admin.kubeconfig"
+        self.admin_config.write_text(yaml.safe_dump(kubeconfig(self.server, d / "ca.crt", cert=d / "admin.crt",
+                                                               key=d / "admin.key")))
+        self.session = requests.Session()
+        self.session.trust_env = False  # REQUESTS_CA_BUNDLE would replace our CA, and a proxy must not see loopback
+        self.session.verify, self.session.cert = str(d / "ca.crt"), (str(d / "admin.crt"), str(d / "admin.key"))
+        self._wait(lambda: self.session.get(f"{self.server}/readyz", timeout=2).status_code == 200,
+                   timeout, "kube-apiserver /readyz")
+        cfg = str(self.admin_config)
+        # The controllers and the scheduler talk to the API server as system:masters, as kwok does:
+        # they are the cluster, not what is tested.
+        self._spawn("kube-controller-manager", f"--kubeconfig={cfg}", "--leader-elect=false",
+                    "--bind-address=127.0.0.1", "--secure-port=0", f"--root-ca-file={d / 'ca.crt'}",
+                    f"--service-account-private-key-file={d / 'sa.key'}",
+                    "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route",
+                    "--concurrent-statefulset-syncs=5", "--concurrent-gc-syncs=10")
+        self._spawn("kube-scheduler", f"--kubeconfig={cfg}", "--leader-elect=false",
+                    "--bind-address=127.0.0.1", "--secure-port=0")
+        self._spawn("kwok", f"--kubeconfig={cfg}", "--manage-all-nodes=false",
+                    "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                    "--cidr=10.0.1.0/24", "--node-ip=127.0.0.1", "--server-address=127.0.0.1:0")
+        self.create(_node())
+        self._wait(lambda: _node_ready(self.get(f"/api/v1/nodes/{NODE}")), timeout, f"node {NODE} Ready")
+        self._wait(lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default") is not None, timeout,
+                   "the default ServiceAccount")
+        self.request("POST", "/apis/storage.k8s.io/v1/storageclasses", {
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": "standard", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+            "provisioner": PROVISIONER, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"})
+        self._stopping = threading.Event()
+        self._provisioner = threading.Thread(target=self._provision, name="test-provisioner", daemon=True)
+        self._provisioner.start()
+
+    def _provision(self) -> None:
+        """The default StorageClass's provisioner, as a cluster has one (kind's local-path, a
+        cloud's disks): a volume for each claim the PV controller hands to it, deleted once
+        released. The volumes are host paths nothing mounts (kwok runs no container)."""
+        while not self._stopping.wait(0.25):
+            try:
+                for claim in self.request("GET", "/api/v1/persistentvolumeclaims")["items"]:
+                    meta = claim["metadata"]
+                    if (meta.get("annotations", {}).get("volume.kubernetes.io/storage-provisioner") != PROVISIONER
+                            or claim.get("spec", {}).get("volumeName")):
+                        continue
+                    name = f"pvc-{meta['uid']}"
+                    if self.get(f"/api/v1/persistentvolumes/{name}") is None:
+                        self.request("POST", "/api/v1/persistentvolumes", {
+                            "apiVersion": "v1", "kind": "PersistentVolume",
+                            "metadata": {"name": name, "annotations": {"pv.kubernetes.io/provisioned-by": PROVISIONER}},
+                            "spec": {"capacity": {"storage": claim["spec"]["resources"]["requests"]["storage"]},
+                                     "accessModes": claim["spec"]["accessModes"],
+                                     "persistentVolumeReclaimPolicy": "Delete",
+                                     "storageClassName": claim["spec"].get("storageClassName", "standard"),
+                                     "hostPath": {"path": str(self.dir / "volumes" / name)},
+                                     "claimRef": {"namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]}}})
+                for volume in self.request("GET", "/api/v1/persistentvolumes")["items"]:
+                    if (volume["metadata"].get("annotations", {}).get("pv.kubernetes.io/provisioned-by") == PROVISIONER
+                            and volume.get("status", {}).get("phase") == "Released"):
+                        self.request("DELETE", f"/api/v1/persistentvolumes/{volume['metadata']['name']}", ok_missing=True)
+            except (requests.RequestException, ApiError):
+                continue  # the API server is going away, or a claim went meanwhile: look again
+
+    def _spawn(self, name: str, *args: str) -> None:
+        log = open(self.dir / f"{name}.log", "wb")
+        self.procs[name] = subprocess.Popen([str(self.bins / name), *args], stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+
+    def _wait(self, predicate, timeout: float, what: str) -> None:
+        deadline, last = time.monotonic() + timeout, None
+        while time.monotonic() < deadline:
+            for name, p in self.procs.items():
+                if p.poll() is not None:
+                    raise RuntimeError(f"{name} exited ({p.returncode}) while waiting for {what}:\n" + self.log_tail(name))
+            try:
+                if predicate():
+                    return
+            except (requests.RequestException, ApiError) as e:
+                last = e
+            time.sleep(0.1)
+        raise TimeoutError(f"timed out waiting for {what}" + (f" (last: {last})" if last else ""))
+
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        path = self.dir / f"{name}.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+    def stop(self) -> None:
+        if getattr(self, "_stopping", None) is not None:
+            self._stopping.set()
+            self._provisioner.join(5)
+        # Clients first, the store last, as a control plane is shut down.
+        for name in ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
+            p = self.procs.pop(name, None)
+            if p is None:
+                continue
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(5)
+            except ProcessLookupError:
+                pass
+        if self.dir is not None and not os.environ.get("SCORESTREAM_KEEP_CLUSTER"):
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> "ControlPlane":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ----------------------------------------------------------------- requests as the admin
+    def request(self, method: str, path: str, body=None, content_type: str = "application/json",
+                ok_missing: bool = False):
+        for attempt in range(50):
+            r = self.session.request(method, self.server + path, timeout=30,
+                                     data=None if body is None else json.dumps(body),
+                                     headers={"Content-Type": content_type, "Accept": "application/json"})
+            # A CRD just installed (helm) serves 429 until its storage is ready: as kubectl, retry.
+            if r.status_code != 429:
+                break
+            time.sleep(min(float(r.headers.get("Retry-After") or 0.2), 1.0))
+        data = r.json() if r.content else {}
+        if ok_missing and r.status_code == 404:
+            return None
+        if r.status_code >= 300:
+            raise ApiError(r.status_code, data)
+        return data
+
+    def audit(self, username: str) -> list[dict]:
+        """The audit log's events of one subject: verb, objectRef, responseStatus..."""
+        events = []
+        with open(self.dir / "audit.log") as log:
+            for line in log:
+                event = json.loads(line)
+                if event.get("user", {}).get("username") == username:
+                    events.append(event)
+        return events
+
+    def get(self, path: str):
+        return self.request("GET", path, ok_missing=True)
+
+    def create(self, obj: dict) -> dict:
+        return self.request("POST", collection_path(obj), obj)
+
+    def token(self, namespace: str, service_account: str, seconds: int = 3600) -> str:
+        """A bound token of a ServiceAccount, as `kubectl create token` asks for it."""
+        answer = self.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token",
+                              {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                               "spec": {"expirationSeconds": seconds}})
+        return answer["status"]["token"]
+
+
+def collection_path(obj: dict) -> str:
+    api_version, kind = obj["apiVersion"], obj["kind"]
+    prefix = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    plural = kind.lower() + ("es" if kind.endswith("s") else "s")
+    ns = obj["metadata"].get("namespace")
+    return f"{prefix}/namespaces/{ns}/{plural}" if ns else f"{prefix}/{plural}"
+
+
+def _node() -> dict:
+    capacity = {"cpu": "64", "memory": "256Gi", "pods": "110", "ephemeral-storage": "100Gi"}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": NODE, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                         "labels": {"kubernetes.io/hostname": NODE, "kubernetes.io/os": "linux",
+                                    "kubernetes.io/arch": "amd64", "type": "kwok"}},
+            "status": {"allocatable": capacity, "capacity": capacity}}
+
+
+def _node_ready(node: dict | None) -> bool:
+    conditions = ((node or {}).get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+if __name__ == "__main__":
+    started = time.monotonic()
+    where = build(verbose="-v" in sys.argv)
+    print(f"control plane {KUBE_VERSION} in {where} ({time.monotonic() - started:.0f} s)")
+    if "--start" in sys.argv:
+        started = time.monotonic()
+        with ControlPlane(bins=where) as cp:
+            print(f"started in {time.monotonic() - started:.1f} s at {cp.server}")
