@@ -1,9 +1,10 @@
 """A thin async Kubernetes client for the few kinds the operator owns: get, create, patch, delete.
 
 Built on the `kubernetes` package's async ApiClient (its configuration loading and auth), with
-paths for our kinds only. `apply` is idempotent: it creates what is missing, patches what drifted
-(a JSON merge patch of the desired object, so fields we do not set keep the server's defaults),
-and never takes over an object another owner controls.
+paths for our kinds only. `apply` is server-side apply under one field manager: the operator owns
+exactly the fields it renders, so a field it stops rendering (a label, a nodeSelector key) is
+removed, fields others set (the server's defaults, another controller's) are left alone, and an
+edit of an owned field is taken back. It never takes over an object another owner controls.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ PLURALS = {
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rolebindings",
     ("apps/v1", "StatefulSet"): "statefulsets",
 }
+
+
+FIELD_MANAGER = "scorestream-operator"
 
 
 class KubeError(Exception):
@@ -115,28 +119,38 @@ class Kube:
         return await self._named("DELETE", api_version, kind, namespace, name) is not None
 
     async def apply(self, obj: dict[str, Any]) -> str:
-        """Make `obj` exist as desired. Returns 'created', 'patched' or 'unchanged'."""
+        """Make `obj` exist as desired. Returns 'created', 'patched' or 'unchanged'.
+
+        Why not merge patches: a JSON merge patch of the desired object can set fields but never
+        remove one the operator rendered before and no longer does; server-side apply removes it
+        because the operator's field manager owned it. The server writes nothing when an apply
+        changes nothing, so applying on every reconcile costs one request, not a write."""
         meta = obj["metadata"]
         api_version, kind, ns, name = obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"]
         current = await self.get(api_version, kind, ns, name)
-        if current is None:
-            status, data = await self.request("POST", path(api_version, kind, ns), obj)
-            if status < 300:
-                return "created"
-            if status != 409:
-                raise KubeError(status, data.get("message", ""))
-            # Created meanwhile (another reconcile, or an earlier operator run): patch it instead.
+        if current is not None:
+            self._check_owner(current, obj)
+        # Not forced on create: an object someone made meanwhile conflicts instead of being adopted.
+        status, data = await self._server_side_apply(obj, force=current is not None)
+        if status == 409 and current is None:
             current = await self.get(api_version, kind, ns, name)
             if current is None:
                 raise KubeError(409, f"{kind} {ns}/{name} conflicts but cannot be read")
-        self._check_owner(current, obj)
-        if contains(current, obj):
-            return "unchanged"
-        status, data = await self.request("PATCH", path(api_version, kind, ns, name), obj,
-                                          content_type="application/merge-patch+json")
+            self._check_owner(current, obj)
+            status, data = await self._server_side_apply(obj, force=True)
         if status >= 300:
             raise KubeError(status, data.get("message", ""))
-        return "patched"
+        if current is None:
+            return "created"
+        return "unchanged" if data.get("metadata", {}).get("resourceVersion") == current["metadata"].get(
+            "resourceVersion") else "patched"
+
+    async def _server_side_apply(self, obj: dict[str, Any], force: bool) -> tuple[int, dict[str, Any]]:
+        meta = obj["metadata"]
+        url = (path(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
+               + f"?fieldManager={FIELD_MANAGER}&force={'true' if force else 'false'}")
+        # JSON is YAML: the apply patch content type takes the object as rendered.
+        return await self.request("PATCH", url, obj, content_type="application/apply-patch+yaml")
 
     @staticmethod
     def _check_owner(current: dict[str, Any], wanted: dict[str, Any]) -> None:
