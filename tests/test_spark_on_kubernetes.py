@@ -1,0 +1,126 @@
+"""Spark on Kubernetes for real: the job's own SparkSession (scorestream.runtime.job.spark_session),
+from the configuration the operator rendered, with `--master k8s://` the tests' API server and the
+token of the driver's ServiceAccount, asks that server for its executors.
+
+kwok runs no container, so no executor ever registers with the driver: what is checked is what
+Kubernetes sees — the executor pods, their labels and owner (the driver pod, so they go with it),
+that the driver's Role allows exactly what Spark does (the audit log: nothing refused, nothing
+else asked), and that stopping the session deletes them."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from scorestream.config import JobConfig
+from scorestream.demo.broker import create_topics
+from scorestream.operator import desired
+
+from fake_job import job  # noqa: F401 - the job's stand-in, for the operator's observations
+from operator_harness import Operator, api, apply, driver_pod, obj, operator_config, resource, topics, until  # noqa: F401
+
+pytestmark = [pytest.mark.broker, pytest.mark.spark]
+
+# Runs in a process of its own (a JVM per SparkSession): the session from the job's configuration,
+# kept until the test closes stdin.
+DRIVER = """
+import json, sys
+from scorestream.config import JobConfig
+from scorestream.runtime.job import spark_session
+spark = spark_session(JobConfig.model_validate_json(sys.argv[1]))
+print("started", flush=True)
+sys.stdin.read()
+spark.stop()
+print("stopped", flush=True)
+"""
+
+
+def _rules_allow(rules: list[dict], verb: str, resource: str) -> bool:
+    return any(resource in r["resources"] and verb in r["verbs"] and r["apiGroups"] == [""] for r in rules)
+
+
+@pytest.mark.timeout(300)
+async def test_the_driver_asks_the_api_server_for_its_executors_with_its_own_service_account(
+        api, job, broker, topics, tmp_path, capsys):
+    create_topics(broker.bootstrap, {topics["dataTopic"]: 2})
+    op = Operator(api, operator_config(api, observeInterval=0.5, endpointTemplate=job.url))
+    await op.start()
+    try:
+        await apply(api, resource(topics, broker, replicas=2))
+        pod = await driver_pod(api)
+        config = JobConfig.model_validate_json(obj(api, "v1/configmaps", "wine-job")["data"]["job.json"])
+    finally:
+        await op.stop()
+
+    names = desired.Names("wine", api.ns)
+    token = tmp_path / "token"
+    token.write_text(api.cluster.token(api.ns, names.service_account))
+    conf = {
+        **config.spark.conf,
+        # Client mode from outside the cluster: the driver reaches the API server with the
+        # ServiceAccount's token (in the pod, Spark reads the mounted one), and is on loopback.
+        "spark.kubernetes.authenticate.caCertFile": str(api.cluster.dir / "ca.crt"),
+        "spark.kubernetes.authenticate.oauthTokenFile": str(token),
+        "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.port": "0", "spark.driver.blockManager.port": "0",
+        # No executor registers under kwok: do not wait for them before the session is up.
+        "spark.scheduler.maxRegisteredResourcesWaitingTime": "1s",
+    }
+    config = config.model_copy(update={"spark": config.spark.model_copy(update={
+        "master": f"k8s://{api.cluster.server}", "conf": conf})})
+    started = time.monotonic()
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, config.model_dump_json(by_alias=True)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(tmp_path / "driver.log", "wb"),
+                              text=True, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    try:
+        line = await asyncio.wait_for(asyncio.to_thread(driver.stdout.readline), 180)
+        assert line == "started\n", (tmp_path / "driver.log").read_text()[-3000:]
+
+        def executors():
+            return [p for p in api.request("GET", api.path("v1/pods") + "?labelSelector=spark-role=executor")["items"]
+                    if not p["metadata"].get("deletionTimestamp")]
+
+        pods = await until(lambda: len(executors()) == 2 and executors(), timeout=60, what="two executor pods")
+        seconds = time.monotonic() - started
+        for p in pods:
+            meta = p["metadata"]
+            assert meta["name"].startswith("wine-exec-")
+            assert meta["labels"]["scorestream.dev/modelserving"] == "wine"
+            assert meta["labels"]["app.kubernetes.io/component"] == "executor"
+            (owner,) = meta["ownerReferences"]
+            assert (owner["kind"], owner["name"], owner["uid"]) == ("Pod", pod["metadata"]["name"], pod["metadata"]["uid"])
+            assert p["spec"]["serviceAccountName"] in (None, "default", names.service_account)
+            assert p["spec"]["containers"][0]["image"] == config.spark.conf["spark.kubernetes.container.image"]
+        await until(lambda: all((p.get("spec") or {}).get("nodeName") for p in executors()), timeout=30,
+                    what="the executors scheduled onto a kwok node")
+    finally:
+        if driver.poll() is None:
+            driver.stdin.close()
+            try:
+                driver.wait(60)
+            except subprocess.TimeoutExpired:
+                driver.kill()
+    assert driver.returncode == 0, (tmp_path / "driver.log").read_text()[-3000:]
+    await until(lambda: not executors(), timeout=60, what="the executor pods deleted when the session stopped")
+
+    # What the driver's ServiceAccount did, from the API server's audit log: all of it allowed
+    # by the Role the operator renders, nothing refused.
+    subject = f"system:serviceaccount:{api.ns}:{names.service_account}"
+    calls = {(e["verb"], e["objectRef"]["resource"], e["responseStatus"]["code"])
+             for e in api.cluster.audit(subject) if "objectRef" in e}
+    refused = sorted((v, r) for v, r, code in calls if code == 403)
+    # Refused on purpose: Spark's stop() deletes the Services labelled with its application id,
+    # which exist only with spark.kubernetes.executor.enableService (never set here). Granting it
+    # would let a driver delete every Service of its namespace; Spark logs the refusal and stops.
+    assert refused in ([], [("deletecollection", "services")]), f"the driver's Role lacks: {refused}"
+    assert {("create", "pods")} <= {(v, r) for v, r, _ in calls}
+    for verb, res, code in calls:
+        assert code == 403 or _rules_allow(desired.DRIVER_RULES, verb, res), (verb, res)
+    with capsys.disabled():
+        print(f"\nSpark on Kubernetes: 2 executor pods requested by the driver's ServiceAccount "
+              f"{seconds:.1f} s after the driver started; its calls: {sorted({(v, r) for v, r, _ in calls})}")

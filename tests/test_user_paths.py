@@ -1,0 +1,192 @@
+"""What users run, against the tests' real control plane (tests/kube_cluster.py): `helm install`,
+`upgrade` and `uninstall` of the chart in both watch modes; `kubectl apply` of every example; the
+real API server's admission refusing every invalid resource the offline admission test generates;
+`kubectl get`, `explain`, `wait`, `scale` and `delete` on a ModelServing that an operator (a
+process with the chart's ServiceAccount token) runs, with the job's stand-in behind it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scorestream.demo.broker import create_topics
+from scorestream.operator import crd
+
+from fake_job import job  # noqa: F401 - the job's stand-in
+from operator_harness import (CLUSTER, MS, ApiError, Operator, api, driver_pod, obj, operator_config,  # noqa: F401
+                              resource, tool, topics, until)
+from test_crd import INVALID_CASES, invalid_case
+
+REPO = Path(__file__).resolve().parents[1]
+CHART = REPO / "charts" / "scorestream"
+# What a release may leave behind, by kind: (path of the collection across namespaces, kind)
+RELEASE_KINDS = [
+    "/apis/apps/v1/deployments", "/api/v1/serviceaccounts", "/api/v1/configmaps", "/api/v1/services",
+    "/apis/rbac.authorization.k8s.io/v1/roles", "/apis/rbac.authorization.k8s.io/v1/rolebindings",
+    "/apis/rbac.authorization.k8s.io/v1/clusterroles", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+    "/apis/kopf.dev/v1/clusterkopfpeerings", "/apis/kopf.dev/v1/kopfpeerings", "/api/v1/pods",
+]
+
+
+def left_by(kube, release: str) -> list[str]:
+    found = []
+    for path in RELEASE_KINDS:
+        items = kube.request("GET", f"{path}?labelSelector=app.kubernetes.io/instance={release}")["items"]
+        found += [f"{path.rsplit('/', 1)[-1]}/{i['metadata']['name']}" for i in items
+                  if not i["metadata"].get("deletionTimestamp")]
+    return found
+
+
+def kubectl(api, *args: str, check: bool = True):
+    return tool("kubectl", api.cluster, *args, check=check)
+
+
+@pytest.mark.parametrize("mode", ["namespaced", "cluster-wide"])
+def test_helm_install_upgrade_and_uninstall_leave_nothing_but_the_crd(api, tmp_path, mode):
+    release = f"{mode[:2]}-{api.ns}"
+    watched = f"{api.ns}-w"
+    flags = (["--set", f"watch.namespaces={{{api.ns},{watched}}}", "--set", "watch.createNamespaces=true"]
+             if mode == "namespaced" else ["--set", "watch.allNamespaces=true"])
+    api.extra.append(watched)
+    tool("helm", api.cluster, "install", release, str(CHART), "-n", api.ns, "--wait", "--timeout", "2m", *flags)
+    (deployment,) = api.request("GET", api.path("apps/v1/deployments") +
+                                f"?labelSelector=app.kubernetes.io/instance={release}")["items"]
+    assert deployment["status"].get("readyReplicas") == 1  # its pod is scheduled onto a kwok node and runs
+    roles = {(r["metadata"]["namespace"]) for r in api.request(
+        "GET", f"/apis/rbac.authorization.k8s.io/v1/roles?labelSelector=app.kubernetes.io/instance={release}")["items"]}
+    cluster_roles = api.request(
+        "GET", f"/apis/rbac.authorization.k8s.io/v1/clusterroles?labelSelector=app.kubernetes.io/instance={release}")["items"]
+    if mode == "namespaced":
+        assert roles >= {api.ns, watched} and obj(api, "v1/namespaces", watched, namespace=CLUSTER)
+        assert not any("modelservings" in json.dumps(r.get("rules")) for r in cluster_roles), \
+            "namespaced mode grants nothing on ModelServings cluster-wide"
+    else:
+        assert any("modelservings" in json.dumps(r.get("rules")) for r in cluster_roles)
+
+    tool("helm", api.cluster, "upgrade", release, str(CHART), "-n", api.ns, "--reuse-values",
+         "--set", "replicaCount=2", "--wait", "--timeout", "2m")
+    history = json.loads(tool("helm", api.cluster, "history", release, "-n", api.ns, "-o", "json").stdout)
+    assert [h["status"] for h in history] == ["superseded", "deployed"]
+    upgraded = obj(api, "apps/v1/deployments", deployment["metadata"]["name"])
+    assert upgraded["spec"]["replicas"] == 2 and upgraded["status"].get("readyReplicas") == 2
+
+    tool("helm", api.cluster, "uninstall", release, "-n", api.ns, "--wait", "--timeout", "2m")
+    assert left_by(api.cluster, release) == []
+    assert api.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd.generate()['metadata']['name']}")
+    if mode == "namespaced":  # kept, with whatever ModelServings it holds (helm.sh/resource-policy: keep)
+        assert obj(api, "v1/namespaces", watched, namespace=CLUSTER)
+
+
+def test_kubectl_apply_of_every_example_then_get_and_explain(api):
+    api.namespace("ml")  # the examples' namespace
+    api.extra.append("ml")
+    applied = kubectl(api, "apply", "-f", str(REPO / "examples")).stdout
+    assert "secret/kafka-client created" in applied
+    assert "modelserving.scorestream.dev/wine created" in applied
+    assert "modelserving.scorestream.dev/wine configured" in applied  # the canary, then the plain PMML
+    assert "modelserving.scorestream.dev/wine-tf created" in applied
+    assert obj(api, MS, "wine", namespace="ml")["spec"]["model"]["name"] == "wine-tree"
+
+    columns = [c["name"].upper() for c in crd.generate()["spec"]["versions"][0]["additionalPrinterColumns"]]
+    table = kubectl(api, "get", "modelservings", "-n", "ml").stdout.splitlines()
+    assert table[0].split() == ["NAME", *columns]
+    assert sorted(line.split()[0] for line in table[1:]) == ["wine", "wine-tf"]
+    assert kubectl(api, "get", "ms", "-n", "ml", "-o", "name").stdout.split() == [
+        "modelserving.scorestream.dev/wine", "modelserving.scorestream.dev/wine-tf"]
+    # Not in `all`: `kubectl delete all --all` must leave the serving jobs alone.
+    assert "modelserving" not in kubectl(api, "get", "all", "-n", "ml", "-o", "name").stdout
+
+    explained = kubectl(api, "explain", "modelserving.spec.model").stdout
+    described = crd.generate()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["model"]
+    assert " ".join(described["description"].split())[:60] in " ".join(explained.split())
+    for field in ("name", "version", "format", "uri"):
+        assert f"\n    {field}\t" in explained or f"\n  {field}\t" in explained, explained
+
+
+@pytest.fixture(scope="module")
+def existing(kube, installed):
+    """A namespace with the example resource in it, for the update cases (dry runs change nothing)."""
+    ns = "admission"
+    kube.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    body = yaml.safe_load((REPO / "examples" / "wine-pmml.yaml").read_text())
+    body["metadata"]["namespace"] = ns
+    created = kube.request("POST", f"/apis/{body['apiVersion']}/namespaces/{ns}/{crd.generate()['spec']['names']['plural']}", body)
+    yield kube, ns, created
+    kube.request("DELETE", f"/api/v1/namespaces/{ns}", ok_missing=True)
+
+
+REFUSED: list[str] = []
+
+
+@INVALID_CASES
+@given(st.data())
+def test_the_api_server_refuses_every_invalid_resource_naming_the_field(existing, data):
+    """The offline admission test's 250 cases, each sent to the real API server (dry run)."""
+    kube, ns, created = existing
+    body, old, kind, word = invalid_case(data)
+    body["metadata"]["namespace"] = ns
+    collection = f"/apis/{body['apiVersion']}/namespaces/{ns}/{crd.generate()['spec']['names']['plural']}"
+    try:
+        if old is None:
+            kube.request("POST", f"{collection}?dryRun=All", body)
+        else:  # an update of the existing resource, as `kubectl apply` of an edited file
+            body["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"]
+            kube.request("PUT", f"{collection}/{created['metadata']['name']}?dryRun=All", body)
+    except ApiError as refused:
+        assert refused.status in (400, 422), refused
+        assert word in str(refused), f"{kind}: {refused}"
+        REFUSED.append(str(refused))
+        return
+    raise AssertionError(f"the API server admitted a {kind} case: {body['metadata']} {body['spec']}")
+
+
+def test_the_api_server_refused_all_250_cases():
+    if not REFUSED:
+        pytest.skip("run with the property test above")
+    assert len(REFUSED) == 250
+
+
+@pytest.mark.broker
+async def test_kubectl_wait_scale_and_delete_on_a_running_resource(api, job, broker, topics, tmp_path):
+    create_topics(broker.bootstrap, {topics["dataTopic"]: 4})
+    op = Operator(api, operator_config(api, observeInterval=0.5, endpointTemplate=job.url))
+    await op.start()
+
+    async def run(*args: str, check: bool = True):
+        # In a thread: this loop serves the job's stand-in, which the operator reads meanwhile.
+        return await asyncio.to_thread(kubectl, api, *args, check=check)
+
+    try:
+        body = resource(topics, broker)
+        body["metadata"]["namespace"] = api.ns
+        manifest = tmp_path / "wine.yaml"
+        manifest.write_text(yaml.safe_dump(body))
+        assert "modelserving.scorestream.dev/wine created" in (await run("apply", "-f", str(manifest))).stdout
+        pod = await driver_pod(api)  # made by the StatefulSet controller, run by kwok
+        assert pod["spec"]["nodeName"] == "kwok-node-0"
+        for condition in ("Ready", "ModelReady"):
+            waited = await run("wait", f"--for=condition={condition}", "modelserving/wine", "-n", api.ns, "--timeout=60s")
+            assert "condition met" in waited.stdout
+
+        await run("scale", "modelserving/wine", "--replicas=3", "-n", api.ns)
+        await until(lambda: 3 in job.asked, timeout=30, what="the job asked for 3 executors")
+        job.executors = 3  # the job's scheduler got them
+        await until(lambda: (obj(api, MS, "wine").get("status") or {}).get("replicas") == 3, timeout=30,
+                    what="status.replicas 3")
+        shown = await run("get", "modelserving/wine", "-n", api.ns, "-o", "jsonpath={.spec.replicas} {.status.replicas}")
+        assert shown.stdout == "3 3"
+
+        await run("delete", "modelserving/wine", "-n", api.ns, "--wait", "--timeout=60s")
+        # The real garbage collector takes the children (owner references), the pod with its StatefulSet.
+        selector = "scorestream.dev/modelserving=wine"
+        await until(lambda: kubectl(api, "get", "statefulsets,services,configmaps,serviceaccounts,roles,rolebindings,pods",
+                                    "-n", api.ns, "-l", selector, "-o", "name").stdout.strip() == "",
+                    timeout=60, what="the children collected")
+    finally:
+        await op.stop()
