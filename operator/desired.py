@@ -154,12 +154,14 @@ def _jvm_memory(quantity: str) -> str:
     return f"{max(1, int(float(quantity) / 1024 / 1024 / 1.1))}m"
 
 
-def config_hash(config: JobConfig) -> str:
+def config_hash(config: JobConfig, restart_nonce: int | None = None) -> str:
     """What rolls the driver when it changes: the job configuration, except the executor total,
-    which the running job changes live (spec.replicas, the autoscaler)."""
+    which the running job changes live (spec.replicas, the autoscaler), and spec.restartNonce (a
+    restart asked for on purpose; unset, the hash is what it was before the field existed)."""
     conf = {k: v for k, v in config.spark.conf.items() if k != "spark.executor.instances"}
     rolled = config.model_copy(update={"spark": config.spark.model_copy(update={"conf": conf})})
-    return hashlib.sha256(rolled.to_json().encode()).hexdigest()[:16]
+    text = rolled.to_json() + ("" if restart_nonce is None else f"\nrestartNonce={restart_nonce}")
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)
@@ -271,7 +273,7 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: Names, config:
                 "labels": labels(name),
                 # A changed job configuration rolls the driver: SIGTERM, the current micro-batch
                 # completes, and the new pod resumes from the checkpoint.
-                "annotations": {CONFIG_HASH_ANNOTATION: config_hash(config)},
+                "annotations": {CONFIG_HASH_ANNOTATION: config_hash(config, spec.restart_nonce)},
             },
             "spec": {
                 "serviceAccountName": names.service_account,

@@ -12,6 +12,7 @@ taken once; the reconciler only carries the plan out.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -112,6 +113,11 @@ def plan(spec: s.ModelServingSpec, previous: dict[str, Any], current: dict[str, 
     main = publish.descriptor(spec)
     main_id = publish.rollout_id(main)
     strategy = spec.rollout.strategy
+    pinned = model.get("pinned") or {}
+    if pinned and pinned.get("overrides") == main_id:
+        # Rolled back by request: spec.model waits until it changes (as a failed upgrade does).
+        return Plan(reason=f"rolled back to {pinned['version']} by request; spec.model {want.version} "
+                           "is not served until spec.model changes")
     # Nothing serves yet (a new resource), or the model already serves: nothing to compare with.
     if strategy == "Immediate" or not current or _same(current, want):
         if published != main_id and not _same(current, want):
@@ -143,3 +149,116 @@ def plan(spec: s.ModelServingSpec, previous: dict[str, Any], current: dict[str, 
     if verdict == "rollback":
         return Plan(withdraw=True, verdict="rollback", reason=why, ends=cand_id)
     return Plan(reason=why)
+
+
+# --- manual controls (the promote, abort and rollback-to annotations) ----------------------------
+
+MAX_KEPT_MODEL = 4096  # bytes of spec.model's JSON kept in a history entry for a later rollback
+
+
+@dataclass(frozen=True)
+class Requests:
+    """The control annotations' values on the resource (None: absent)."""
+
+    promote: str | None = None
+    abort: str | None = None
+    rollback_to: str | None = None
+
+    @classmethod
+    def of(cls, annotations: dict[str, str] | None) -> Requests:
+        a = annotations or {}
+        return cls(a.get(s.PROMOTE_ANNOTATION) or None, a.get(s.ABORT_ANNOTATION) or None,
+                   a.get(s.ROLLBACK_ANNOTATION) or None)
+
+
+def rollback_value(version: str, request_id: str) -> str:
+    """The rollback-to annotation's value: the version, and a request id making it a new request."""
+    return f"{version}@{request_id}"
+
+
+def rollback_version(value: str, history: list[dict[str, Any]]) -> str:
+    """The version a rollback-to value names: the whole value if a version in the history has
+    that name (a version may contain '@'), else what comes before its last '@'."""
+    if any(e.get("version") == value for e in history):
+        return value
+    return value.rpartition("@")[0] or value
+
+
+@dataclass(frozen=True)
+class Manual:
+    """What one control request does: the step to take instead of `plan`'s (None: none), the
+    status.controls to record, a pin to record, and the Event to post."""
+
+    handled: dict[str, Any]  # status.controls
+    step: Plan | None = None
+    pinned: dict[str, Any] | None = None  # status.model.pinned, when a rollback is taken now
+    event: tuple[str, str, bool] | None = None  # (reason, message, warning)
+
+
+def kept_model(want: s.ModelSpec) -> dict[str, Any] | None:
+    """spec.model as a history entry keeps it for a later rollback, if it is small enough."""
+    kept = want.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return kept if len(json.dumps(kept)) <= MAX_KEPT_MODEL else None
+
+
+def manual(spec: s.ModelServingSpec, previous: dict[str, Any], requests: Requests, now: str) -> Manual:
+    """The first control request not yet handled (abort, promote, rollback-to, in this order; the
+    others at the next reconcile), as a pure function of the spec and the last status. A request
+    that cannot be carried out is handled too, with an Event saying why: it is not retried."""
+    handled = dict(previous.get("controls") or {})
+    handled.pop("message", None)
+    model = previous.get("model") or {}
+    trial = model.get("rollout") or {}
+    want = spec.model
+    cand_id = publish.rollout_id(candidate_descriptor(spec)) if want and spec.rollout.strategy != "Immediate" else None
+    on_trial = want is not None and cand_id is not None and model.get("published") == cand_id \
+        and trial.get("phase") == "Analyzing"
+    label = f"{want.name} {want.version}" if want else ""
+
+    def done(key: str, value: str, message: str, step: Plan | None = None, warn: bool = False,
+             pinned: dict[str, Any] | None = None, reason: str = "") -> Manual:
+        return Manual({**handled, key: value, "message": message}, step, pinned,
+                      (reason or ("ControlIgnored" if step is None else "ControlApplied"), message, warn))
+
+    if requests.abort and requests.abort != handled.get("abort"):
+        if not on_trial:
+            return done("abort", requests.abort, "abort asked for, but no candidate is on trial", warn=True)
+        why = f"aborted by request ({s.ABORT_ANNOTATION}={requests.abort})"
+        return done("abort", requests.abort, f"{spec.data_type} candidate {label} {why}",
+                    Plan(withdraw=True, verdict="rollback", reason=why, ends=cand_id), reason="CandidateAborted")
+    if requests.promote and requests.promote != handled.get("promote"):
+        if not on_trial:
+            return done("promote", requests.promote, "promote asked for, but no candidate is on trial", warn=True)
+        main = publish.descriptor(spec)
+        why = f"promoted by request ({s.PROMOTE_ANNOTATION}={requests.promote})"
+        return done("promote", requests.promote, f"{label} {why}",
+                    Plan(publish=main, rollout_id=publish.rollout_id(main), withdraw=True, verdict="promote",
+                         reason=why), reason="CandidatePromotedByRequest")
+    value = requests.rollback_to
+    if value and value != handled.get("rollbackTo"):
+        history = model.get("history") or []
+        version = rollback_version(value, history)
+        entry = next((e for e in reversed(history) if e.get("version") == version), None)
+        if entry is None:
+            known = ", ".join(e["version"] for e in history) or "none"
+            return done("rollbackTo", value, f"rollback to {version!r} asked for, but status.model.history has no "
+                        f"such version (it has: {known})", warn=True)
+        if entry.get("model") is None:
+            return done("rollbackTo", value, f"rollback to {version!r} asked for, but its spec.model was not kept "
+                        "(it did not come from spec.model, or was larger than "
+                        f"{MAX_KEPT_MODEL} bytes): set spec.model to it instead", warn=True)
+        old = s.ModelSpec.model_validate(entry["model"])
+        if want is not None and (old.name, old.version) == (want.name, want.version) and not model.get("pinned"):
+            return done("rollbackTo", value, f"rollback to {version!r} asked for, but it is spec.model already",
+                        warn=True)
+        # Verification already passed when this version was first rolled out: it is not re-run.
+        d = publish.descriptor(spec.model_copy(update={"model": old.model_copy(update={"verification": None})}))
+        rid = publish.rollout_id(d)
+        why = f"rolled back to {old.name} {old.version} by request ({s.ROLLBACK_ANNOTATION}={value})"
+        main_id = publish.rollout_id(publish.descriptor(spec)) if want else None
+        return done("rollbackTo", value, why,
+                    Plan(publish=d, rollout_id=rid, withdraw=bool(trial and trial.get("phase") == "Analyzing"),
+                         verdict=None, reason=why),
+                    pinned={"name": old.name, "version": old.version, "overrides": main_id, "at": now},
+                    reason="RolledBackByRequest")
+    return Manual(handled if handled else {})

@@ -31,6 +31,18 @@ SINGULAR = "modelserving"
 SHORT_NAMES = ["ms"]
 API_VERSION = f"{GROUP}/{VERSION}"
 
+# Manual rollout controls (`kubectl scorestream promote|abort|rollback`): annotations on the
+# resource, not spec fields, because they are one-off requests about what the operator did (a
+# candidate it published, a version in status.model.history), not desired state: a GitOps tool
+# that reapplies the manifest leaves an annotation it does not own in place, where it would
+# revert a spec field. Each value is a request id; the operator acts on a value once and records
+# it in status.controls. rollback-to's value is the version, optionally followed by '@<request id>'
+# so that a second rollback to the same version is a new request.
+PROMOTE_ANNOTATION = f"{GROUP}/promote"
+ABORT_ANNOTATION = f"{GROUP}/abort"
+ROLLBACK_ANNOTATION = f"{GROUP}/rollback-to"
+CONTROL_ANNOTATIONS = {"promote": PROMOTE_ANNOTATION, "abort": ABORT_ANNOTATION, "rollbackTo": ROLLBACK_ANNOTATION}
+
 # Child objects are named `<name>-driver` etc. and the driver's pod `<name>-driver-0`: a Service
 # name is a DNS-1035 label (≤ 63 characters, starting with a letter).
 MAX_NAME_LENGTH = 50
@@ -351,6 +363,10 @@ class ModelServingSpec(Strict):
     spec again (status.lastStableSpec) until the spec changes."""
     suspend: bool = False
     """Stop the job gracefully, keeping its position; false resumes."""
+    restart_nonce: int | None = Field(None, alias="restartNonce", ge=0)
+    """Change it to restart the driver on purpose (`kubectl scorestream restart`): it is part of the
+    driver's configuration hash, so the driver rolls as for any other change, resuming from its
+    checkpoint (the same upgradeMode and upgradeTimeout apply)."""
 
     @field_validator("upgrade_timeout")
     @classmethod
@@ -400,6 +416,9 @@ class ModelHistoryEntry(Strict):
     """When it reached this outcome (RFC 3339)."""
     reason: str | None = None
     """Why it was rolled back."""
+    model: ModelSpec | None = None
+    """spec.model as it was published (kept where its JSON is at most 4 KiB, so a data: model is
+    kept only if small): what `rollback-to` publishes again."""
 
 
 class VersionFigures(Strict):
@@ -438,6 +457,17 @@ class RolloutStatus(Strict):
     """The analysis' last finding, or why the candidate was promoted or rolled back."""
 
 
+class PinnedModel(Strict):
+    name: str
+    """The model's name."""
+    version: str
+    """The version rolled back to."""
+    overrides: str | None = None
+    """The rollout id of the spec.model it holds back: it ends when spec.model changes."""
+    at: str
+    """When the rollback was asked for (RFC 3339)."""
+
+
 class ModelStatus(Strict):
     current: ServedModel | None = None
     """The model the job reports it serves."""
@@ -450,6 +480,22 @@ class ModelStatus(Strict):
     """The last versions rolled out, oldest first, with their outcome."""
     rollout: RolloutStatus | None = None
     """The last canary or shadow trial and its figures."""
+    pinned: PinnedModel | None = None
+    """A version rolled back to by request (the rollback-to annotation): it serves instead of
+    spec.model until spec.model changes."""
+
+
+class ControlsStatus(Strict):
+    """The last value of each control annotation the operator acted on: a value is acted on once."""
+
+    promote: str | None = None
+    """The last scorestream.dev/promote request handled."""
+    abort: str | None = None
+    """The last scorestream.dev/abort request handled."""
+    rollback_to: str | None = Field(None, alias="rollbackTo")
+    """The last scorestream.dev/rollback-to request handled."""
+    message: str = ""
+    """What the last request did, or why it did nothing."""
 
 
 class ScalingStatus(Strict):
@@ -542,6 +588,8 @@ class ModelServingStatus(Strict):
     """The spec under which the job last ran ready: what a failed upgrade goes back to."""
     upgrade: UpgradeStatus | None = None
     """A job upgrade in progress, or the one that failed."""
+    controls: ControlsStatus | None = None
+    """The manual rollout controls acted on (promote, abort, rollback-to annotations)."""
 
 
 def transition_errors(old: ModelServingSpec, new: ModelServingSpec) -> list[str]:

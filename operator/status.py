@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from scorestream.operator import desired, rollout
+from scorestream.operator import desired, publish, rollout
 from scorestream.operator import spec as s
 
 CRASH_REASONS = {"CrashLoopBackOff", "Error", "OOMKilled", "CreateContainerConfigError", "ImagePullBackOff",
@@ -67,6 +67,8 @@ class Observed:
     autoscaling: dict[str, Any] | None = None  # status.autoscaling
     last_stable: dict[str, Any] | None = None  # status.lastStableSpec
     upgrade: dict[str, Any] | None = None  # status.upgrade
+    controls: dict[str, Any] | None = None  # status.controls: the control requests handled
+    pinned_now: dict[str, Any] | None = None  # status.model.pinned, set by a rollback taken now
 
 
 def _now() -> str:
@@ -154,22 +156,32 @@ def compute(name: str, namespace: str, observed: Observed, previous: dict[str, A
     want = spec.model
     prev_model = (previous or {}).get("model") or {}
     history = [dict(e) for e in prev_model.get("history", [])]
-    if observed.published_now and want:
-        again = _find(history, want.name, want.version)  # re-published: it moves to the end
+    pinned = observed.pinned_now or _still_pinned(prev_model.get("pinned"), spec)
+    sent = observed.plan.publish if observed.plan and observed.plan.publish else want
+    if observed.published_now and want and sent is not None:
+        again = _find(history, sent.name, sent.version)  # re-published: it moves to the end
         history = [e for e in history if e is not again]
-        history.append({"name": want.name, "version": want.version, "outcome": "Published", "at": now})
+        entry = {"name": sent.name, "version": sent.version, "outcome": "Published", "at": now}
+        kept = rollout.kept_model(want) if (sent.name, sent.version) == (want.name, want.version) else \
+            (again or {}).get("model")
+        history.append({**entry, **({"model": kept} if kept else {})})
     trial = _trial(observed, prev_model.get("rollout"), current, now)
     rolled_back = rejection(observed, history)
     if not rolled_back and trial and trial["phase"] == "RolledBack" and want and _same(trial["candidate"], want):
         rolled_back = trial["message"]
     if spec.suspend:
         conds["ModelReady"] = ("False", "Suspended", "")
+    elif want is not None and pinned and not _same(pinned, want):
+        serving = f"serving {current['name']} {current['version']}" if current else "waiting for the job"
+        conds["ModelReady"] = ("False", "RolledBackByRequest",
+                               f"rolled back to {pinned['name']} {pinned['version']} by request ({serving}); "
+                               f"spec.model {want.name} {want.version} is not served until spec.model changes")
     elif want is not None and observed.publish_error:
         conds["ModelReady"] = ("False", "PublishFailed", observed.publish_error)
     elif want is not None and rolled_back and not (current and (current["name"], current["version"]) == (want.name, want.version)):
         keeps = f"; still serving {current['name']} {current['version']}" if current else ""
         conds["ModelReady"] = ("False", "RolledBack",
-                               f"the job rejected {want.name} {want.version}: {rolled_back}{keeps}")
+                               f"{want.name} {want.version} was rolled back: {rolled_back}{keeps}")
     elif want is not None and trial and trial["phase"] == "Analyzing" and _same(trial["candidate"], want) \
             and not _same(current, want):
         share = f" on {trial['percent']:g}% of records" if trial.get("percent") else " on every record, unwritten"
@@ -206,8 +218,9 @@ def compute(name: str, namespace: str, observed: Observed, previous: dict[str, A
             "current": current,
             "desired": {"name": want.name, "version": want.version} if want else None,
             "published": observed.published if want else None,
-            "history": _history(history, current, want, rolled_back, now),
+            "history": _held_back(_history(history, current, want, rolled_back, now), pinned, want, now),
             "rollout": trial,
+            "pinned": pinned,
         },
         "consumerGroups": desired.consumer_groups(name, namespace),
         "lag": job.lag,
@@ -216,6 +229,7 @@ def compute(name: str, namespace: str, observed: Observed, previous: dict[str, A
         "autoscaling": observed.autoscaling if spec.autoscaling else None,
         "lastStableSpec": observed.last_stable,
         "upgrade": observed.upgrade,
+        "controls": observed.controls or None,
     }
     # The status model is the schema: what we write must pass it.
     return s.ModelServingStatus.model_validate(status).model_dump(by_alias=True, exclude_none=True)
@@ -231,6 +245,24 @@ def recorded(body: dict[str, Any]) -> desired.Observations:
     ready = next((c for c in status.get("conditions", []) if c.get("type") == "Ready"), {})
     return desired.Observations(data_topic_missing=ready.get("reason") == "DataTopicMissing",
                                 stable_spec=stable.get("spec") if failed else None)
+
+
+def _still_pinned(pinned: dict[str, Any] | None, spec: s.ModelServingSpec) -> dict[str, Any] | None:
+    """A rollback by request holds while spec.model is the one it held back."""
+    if not pinned:
+        return None
+    main_id = publish.rollout_id(publish.descriptor(spec)) if spec.model else None
+    return pinned if pinned.get("overrides") == main_id else None
+
+
+def _held_back(history: list[dict[str, Any]], pinned: dict[str, Any] | None, want: s.ModelSpec | None,
+               now: str) -> list[dict[str, Any]]:
+    """spec.model, once the job no longer serves it after a rollback by request, is RolledBack."""
+    held = _find(history, want.name, want.version) if pinned and want and not _same(pinned, want) else None
+    if held is not None and held["outcome"] in ("Replaced", "Published"):
+        held.update(outcome="RolledBack", at=now,
+                    reason=f"rolled back to {pinned['name']} {pinned['version']} by request")
+    return history
 
 
 def _find(history: list[dict[str, Any]], name: str, version: str) -> dict[str, Any] | None:
@@ -267,9 +299,12 @@ def _trial(observed: Observed, previous: dict[str, Any] | None, current: dict[st
         elif plan.verdict == "rollback":
             trial.update(phase="RolledBack", message=plan.reason)
         elif plan.publish is not None and plan.publish.candidate is None:
-            # strategy Immediate while the trial ran: the user promotes it, or replaces it
+            # strategy Immediate while the trial ran: the user promotes it, or replaces it (a
+            # rollback by request publishes another version: the trial ends with it)
+            sent = {"name": plan.publish.name, "version": plan.publish.version}
             trial.update(phase="Promoting", message="promoted by strategy Immediate") \
-                if want and _same(trial["candidate"], want) else trial.update(phase="RolledBack", message="replaced by spec.model")
+                if want and _same(trial["candidate"], want) and _same(sent, want) \
+                else trial.update(phase="RolledBack", message=plan.reason or "replaced by spec.model")
         elif plan.withdraw:
             trial.update(phase="RolledBack", message=f"withdrawn: {plan.reason}")
         elif plan.reason:

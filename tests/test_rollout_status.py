@@ -102,6 +102,8 @@ def test_history_is_bounded():
         prev = status.compute("wine", "ml", observe(sp, {"name": "m", "version": str(v), "since": 1.7e9 + v},
                                                     published_now=True), prev, now=NOW)
     history = prev["model"]["history"]
+    # Each entry keeps spec.model as published, for a rollback by request.
+    assert history[-1].pop("model")["uri"] == spec(name="m", version="14").model.uri
     assert len(history) == 10 and history[-1] == {"name": "m", "version": "14", "outcome": "Serving",
                                                   "at": history[-1]["at"]}
     assert {h["outcome"] for h in history[:-1]} == {"Replaced"}
