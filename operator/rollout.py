@@ -261,4 +261,4 @@ def manual(spec: s.ModelServingSpec, previous: dict[str, Any], requests: Request
                          verdict=None, reason=why),
                     pinned={"name": old.name, "version": old.version, "overrides": main_id, "at": now},
                     reason="RolledBackByRequest")
-    return Manual(handled if handled else {})
+    return Manual(dict(previous.get("controls") or {}))  # nothing new: the last answer stays

@@ -31,6 +31,7 @@ def test_promote_publishes_the_candidate_as_serving_once():
     # The status records it: the same request is not acted on again.
     again = rollout.manual(sp, {**prev, "controls": asked.handled}, rollout.Requests(promote="r1"), NOW)
     assert again.step is None and again.event is None
+    assert again.handled == asked.handled  # what the request did stays in status.controls.message
 
 
 def test_a_shadow_is_promoted_by_request_too():

@@ -1,0 +1,286 @@
+"""`kubectl scorestream` run by kubectl itself (the `kubectl-scorestream` console script on PATH)
+against the real API server, with the operator (a process, the chart's credentials), the real
+broker, and a stand-in for the job reached the way users reach it: through the API server's
+service proxy to the driver's Service.
+
+kwok runs no container, so nothing listens at the driver pod's IP. The API server proxies a
+service only to an endpoint address that is one of its target pod's IPs, and Endpoints refuse
+loopback addresses: so the stand-in listens on this machine's own (non-loopback) address, port
+8080 (the driver's container port), and the test writes that address into the driver pod's
+status as the pod's IP, the part a kubelet and CNI play. The endpoints controller then points the
+Service there, and the API server's proxy reaches the stand-in: nothing is mocked on the path
+from kubectl to the job's answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+import yaml
+from aiohttp import web
+
+from scorestream.api import job_http as h
+from scorestream.demo.broker import create_topics
+from scorestream.demo.process import read_topic
+from scorestream.operator import spec as s
+from scorestream.operator.desired import CONFIG_HASH_ANNOTATION, HTTP_PORT
+
+from fake_job import FakeJob, model_info, serving_figures
+from operator_harness import (MS, Operator, api, apply, condition, driver_pod, events, obj,  # noqa: F401
+                              operator_config, resource, topics, until)
+
+pytestmark = pytest.mark.broker
+
+BIN = Path(sys.executable).parent  # kubectl-scorestream, installed with the package
+
+
+def host_address() -> str | None:
+    """This machine's address on its default route (no packet is sent)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.connect(("198.51.100.1", 9))  # TEST-NET-2: any routed address will do
+        except OSError:
+            return None
+        address = sock.getsockname()[0]
+    return None if address.startswith("127.") else address
+
+
+class StandIn(FakeJob):
+    """The fake job with a candidate on trial, as the job reports one in /stats and /models."""
+
+    def __init__(self):
+        super().__init__()
+        self.candidate: tuple[str, str] | None = None  # (name, version)
+
+    async def models(self, _):
+        cands = {}
+        if self.candidate:
+            m = model_info("wine", *self.candidate, 1.7e9 + 100)
+            cands["wine"] = h.CandidateInfo(**m.model_dump(), strategy="Canary", percent=10.0)
+        return web.json_response(h.Models(serving=self.serving, candidates=cands, rejected=self.rejected)
+                                 .model_dump(mode="json"))
+
+    async def stats(self, request):
+        answer = json.loads((await super().stats(request)).text)
+        if self.candidate:
+            c = serving_figures(model_info("wine", *self.candidate, 1.7e9 + 100))
+            answer["dataTypes"]["wine"]["candidate"] = {
+                **{k: v for k, v in c.model_dump(mode="json").items() if k != "previous"},
+                "invocations": 40, "strategy": "Canary", "percent": 10.0}
+        return web.json_response(h.Stats.model_validate(answer).model_dump(mode="json"))
+
+
+@pytest_asyncio.fixture
+async def job():
+    address = host_address()
+    if address is None:
+        pytest.skip("this machine has no non-loopback address for the API server's proxy to reach")
+    fake = StandIn()
+    app = web.Application()
+    for path, handler in (("/readyz", fake.readyz), ("/stats", fake.stats), ("/models", fake.models)):
+        app.router.add_get(path, handler)
+    app.router.add_post("/executors", fake.scale)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, "0.0.0.0", HTTP_PORT).start()
+    except OSError as e:
+        await runner.cleanup()
+        pytest.skip(f"port {HTTP_PORT} (the driver's) is taken on this machine: {e}")
+    fake.address, fake.url, fake.runner = address, f"http://127.0.0.1:{HTTP_PORT}", runner
+    yield fake
+    await runner.cleanup()
+
+
+@pytest_asyncio.fixture
+async def operator(api, job, broker):
+    op = Operator(api, operator_config(api, observeInterval=0.5, endpointTemplate=job.url))
+    await op.start()
+    yield op
+    await op.stop()
+
+
+async def plugin(kubeconfig: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """kubectl scorestream ARGS, as a user runs it: kubectl finds the plugin on PATH. In a thread:
+    the stand-in job answers on this test's event loop, the proxied requests included."""
+    return await asyncio.to_thread(_plugin, kubeconfig, *args, check=check)
+
+
+def _plugin(kubeconfig: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    import helm as tools
+
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "KUBECONFIG": str(kubeconfig)}
+    res = subprocess.run([str(tools.ensure("kubectl")), "scorestream", *args], capture_output=True, text=True,
+                         timeout=120, env=env)
+    # Shown with the test's output (pytest -rP): the plugin's sample output in docs/kubectl-plugin.md is this.
+    print(f"$ kubectl scorestream {' '.join(args)}\n{res.stdout}{res.stderr}(exit {res.returncode})\n")
+    if check and res.returncode != 0:
+        raise AssertionError(f"kubectl scorestream {' '.join(args)} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
+    return res
+
+
+def models_messages(broker, topic: str) -> list[tuple[str, dict | None]]:
+    """The models topic as (key, descriptor or None for a tombstone), in order."""
+    return [(m.key().decode(), json.loads(m.value()) if m.value() else None)
+            for m in read_topic(broker.bootstrap, topic, idle=1.5)]
+
+
+def status(api) -> dict:
+    return obj(api, MS, "wine").get("status") or {}
+
+
+async def proxied_driver(api, job) -> None:
+    """The driver pod's IP is this machine's, where the stand-in listens (see the module's doc)."""
+    pod = await driver_pod(api)
+    api.patch("v1/pods", pod["metadata"]["name"], {"status": {"podIP": job.address, "podIPs": [{"ip": job.address}]}},
+              subresource="status")
+
+    def proxied():
+        eps = obj(api, "v1/endpoints", "wine-driver") or {}
+        return any(a.get("ip") == job.address for ss in eps.get("subsets") or [] for a in ss.get("addresses") or [])
+
+    await until(proxied, timeout=30, what="the driver Service's endpoint at the stand-in's address")
+
+
+def canary(topics, broker, name: str, version: str):
+    return resource(topics, broker, model={"name": name, "version": version, "format": "pmml",
+                                           "uri": f"https://models.example/{name}-{version}.pmml"},
+                    rollout={"strategy": "Canary", "canary": {"percent": 10, "minRecords": 10**6, "promoteAfter": "60m"}})
+
+
+async def test_status_models_stats_through_the_service_proxy(api, operator, job, broker, topics, kube):
+    create_topics(broker.bootstrap, {topics["dataTopic"]: 2})
+    await apply(api, resource(topics, broker))
+    await proxied_driver(api, job)
+    await until(lambda: condition(api, "wine", "Ready").get("status") == "True", what="Ready")
+    admin = kube.admin_config
+
+    out = (await plugin(admin, "status", "wine", "-n", api.ns)).stdout
+    assert f"ModelServing {api.ns}/wine: Running" in out and "Ready" in out and "serving wine-tree 1" in out
+    assert "Replicas:  2 running" in out and "Recent events:" in out
+    as_json = json.loads((await plugin(admin, "status", "wine", "-n", api.ns, "-o", "json")).stdout)
+    assert as_json["phase"] == "Running" and as_json["model"]["current"]["version"] == "1"
+
+    # /models and /stats come from the stand-in, through the API server's proxy.
+    job.rejected = [h.Rejection(model="wine-bad:9", dataType="wine", reason="PMML does not parse", at=1.7e9)]
+    models = (await plugin(admin, "models", "wine", "-n", api.ns)).stdout
+    assert "wine-tree 1 (pmml" in models and "wine-bad:9 (wine): PMML does not parse" in models
+    as_yaml = yaml.safe_load((await plugin(admin, "models", "wine", "-n", api.ns, "-o", "yaml")).stdout)
+    assert as_yaml["job"]["serving"]["wine"]["digest"] == "0" * 64
+    stats = (await plugin(admin, "stats", "wine", "-n", api.ns)).stdout
+    assert "wine-tree 1" in stats and "Totals:" in stats
+    assert json.loads((await plugin(admin, "stats", "wine", "-n", api.ns, "-o", "json")).stdout)["totals"]["executors"] == 2
+
+    # Errors say what is wrong: a resource that is not there ...
+    missing = await plugin(admin, "status", "nope", "-n", api.ns, check=False)
+    assert missing.returncode == 1 and "not found" in missing.stderr and "Traceback" not in missing.stderr
+    # ... a user whose RBAC lets them look but not patch ...
+    viewer = _viewer_kubeconfig(api, kube)
+    assert "Running" in (await plugin(viewer, "status", "wine", "-n", api.ns)).stdout
+    assert "wine-tree 1" in (await plugin(viewer, "models", "wine", "-n", api.ns)).stdout
+    refused = await plugin(viewer, "restart", "wine", "-n", api.ns, check=False)
+    assert refused.returncode == 1 and "forbidden by RBAC" in refused.stderr
+    # ... and a job that does not answer: what status has is still shown, with exit code 2.
+    await job.runner.cleanup()
+    gone = await plugin(admin, "models", "wine", "-n", api.ns, check=False)
+    assert gone.returncode == 2 and "unreachable" in gone.stdout and "service proxy" in gone.stdout
+    assert "History (status.model.history" in gone.stdout and "wine-tree 1" in gone.stdout
+
+
+def _viewer_kubeconfig(api, kube) -> Path:
+    """A user allowed to read ModelServings, their Events and the driver's service proxy, not to patch."""
+    from kube_cluster import kubeconfig
+
+    api.create("v1/serviceaccounts", {"metadata": {"name": "viewer"}})
+    api.create("rbac.authorization.k8s.io/v1/roles", {"metadata": {"name": "viewer"}, "rules": [
+        {"apiGroups": [s.GROUP], "resources": [s.PLURAL], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["services/proxy"], "verbs": ["get"]}]})
+    api.create("rbac.authorization.k8s.io/v1/rolebindings", {
+        "metadata": {"name": "viewer"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "viewer"},
+        "subjects": [{"kind": "ServiceAccount", "name": "viewer", "namespace": api.ns}]})
+    path = kube.dir / f"viewer-{api.ns}.kubeconfig"
+    path.write_text(yaml.safe_dump(kubeconfig(kube.server, kube.dir / "ca.crt", token=kube.token(api.ns, "viewer"),
+                                              namespace=api.ns)))
+    return path
+
+
+async def test_promote_rollback_abort_restart_end_to_end(api, operator, job, broker, topics, kube):
+    create_topics(broker.bootstrap, {topics["dataTopic"]: 2})
+    await apply(api, resource(topics, broker))
+    await proxied_driver(api, job)
+    await until(lambda: condition(api, "wine", "ModelReady").get("status") == "True", what="ModelReady")
+    admin, ns, models_topic = kube.admin_config, api.ns, topics["modelsTopic"]
+
+    # A canary of wine-linear 2 the rules would not promote for an hour: promoted now, by request.
+    nothing = await plugin(admin, "promote", "wine", "-n", ns, check=False)
+    assert nothing.returncode == 1 and "no candidate is on trial" in nothing.stderr
+    await apply(api, canary(topics, broker, "wine-linear", "2"))
+    await until(lambda: (status(api).get("model", {}).get("rollout") or {}).get("phase") == "Analyzing", what="canary")
+    job.candidate = ("wine-linear", "2")  # the job installed the candidate
+    await until(lambda: "records" in status(api)["model"]["rollout"]["candidate"], what="the candidate's figures")
+    assert "Candidate: wine-linear 2 (Canary 10%, Analyzing" in (await plugin(admin, "status", "wine", "-n", ns)).stdout
+    out = (await plugin(admin, "promote", "wine", "-n", ns, "--wait", "30")).stdout
+    assert "promote of wine-linear 2 requested" in out and "promoted by request" in out
+    sent = models_messages(broker, models_topic)
+    serving = [d for k, d in sent if not k.endswith("/candidate") and d]
+    assert serving[-1]["name"] == "wine-linear" and serving[-1]["version"] == "2" and not serving[-1].get("candidate")
+    assert sent[-1][0].endswith("candidate") and sent[-1][1] is None  # the candidate key cleared
+    assert events(api, "CandidatePromotedByRequest")
+    job.serving, job.candidate = {"wine": model_info("wine", "wine-linear", "2", 1.7e9 + 200)}, None
+    await until(lambda: condition(api, "wine", "ModelReady").get("status") == "True"
+                and status(api)["model"]["rollout"]["phase"] == "Promoted", what="wine-linear 2 serving")
+    # Acted on once: more reconciles (the observer's, every 0.5 s) publish nothing more.
+    before = len(models_messages(broker, models_topic))
+    await until(lambda: len(api.events("ModelPublished")) >= 2, what="events")
+    assert len(models_messages(broker, models_topic)) == before
+
+    # wine-linear 3 goes out at once, then is rolled back to 2 (kept in the history) by request.
+    await apply(api, resource(topics, broker, model={"name": "wine-linear", "version": "3", "format": "pmml",
+                                                     "uri": "https://models.example/wine-linear-3.pmml"}))
+    await until(lambda: status(api)["model"]["history"][-1]["version"] == "3", what="3 published")
+    job.serving = {"wine": model_info("wine", "wine-linear", "3", 1.7e9 + 300)}
+    await until(lambda: condition(api, "wine", "ModelReady").get("status") == "True", what="3 serving")
+    out = (await plugin(admin, "rollback", "wine", "-n", ns, "--wait", "30")).stdout  # default: the last one replaced
+    assert "rollback to wine-linear 2 requested" in out
+    back = models_messages(broker, models_topic)[-1]
+    assert not back[0].endswith("candidate") and (back[1]["name"], back[1]["version"]) == ("wine-linear", "2")
+    assert back[1]["location"] == "https://models.example/wine-linear-2.pmml"
+    job.serving = {"wine": model_info("wine", "wine-linear", "2", 1.7e9 + 400)}
+    await until(lambda: condition(api, "wine", "ModelReady").get("reason") == "RolledBackByRequest"
+                and status(api)["model"]["current"]["version"] == "2", what="rolled back to 2")
+    outcomes = {e["version"]: e["outcome"] for e in status(api)["model"]["history"]}
+    assert outcomes["2"] == "Serving" and outcomes["3"] == "RolledBack"
+    assert "pinned to wine-linear 2" in (await plugin(admin, "models", "wine", "-n", ns)).stdout
+    count = len(models_messages(broker, models_topic))
+    await until(lambda: len(api.events("RolledBackByRequest")) >= 1, what="the rollback's Event")
+    assert len(models_messages(broker, models_topic)) == count  # spec.model (3) is not published again
+
+    # A canary of wine-linear 4 (spec.model changed: the rollback's hold ends), aborted by request.
+    await apply(api, canary(topics, broker, "wine-linear", "4"))
+    await until(lambda: (status(api)["model"].get("rollout") or {}).get("candidate", {}).get("version") == "4",
+                what="canary 4")
+    job.candidate = ("wine-linear", "4")
+    out = (await plugin(admin, "abort", "wine", "-n", ns, "--wait", "30")).stdout
+    assert "abort of wine-linear 4 requested" in out
+    last = models_messages(broker, models_topic)[-1]
+    assert last[0].endswith("candidate") and last[1] is None
+    job.candidate = None
+    await until(lambda: condition(api, "wine", "ModelReady").get("reason") == "RolledBack", what="aborted")
+    assert status(api)["model"]["rollout"]["phase"] == "RolledBack" and status(api)["model"]["current"]["version"] == "2"
+    assert events(api, "CandidateAborted")
+
+    # restart: spec.restartNonce rolls the driver's pod template.
+    sts = lambda: obj(api, "apps/v1/statefulsets", "wine-driver")["spec"]["template"]["metadata"]["annotations"]
+    before_hash = sts()[CONFIG_HASH_ANNOTATION]
+    assert "spec.restartNonce=1" in (await plugin(admin, "restart", "wine", "-n", ns)).stdout
+    await until(lambda: sts()[CONFIG_HASH_ANNOTATION] != before_hash, what="the driver's template rolled")
+    assert obj(api, MS, "wine")["spec"]["restartNonce"] == 1
