@@ -28,6 +28,8 @@ class Job:
             "outputTopic": topics["out"],
             "deadLetterTopic": topics["dlq"],
             "modelsTopic": topics["models"],
+            # The peers share the report's producer: by dataType, on a topic per peer.
+            "acceptUnaddressedModels": True,
         }
         if per_batch:
             kafka["maxOffsetsPerTrigger"] = per_batch

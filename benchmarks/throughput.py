@@ -63,7 +63,7 @@ def throughput(bootstrap: str, name: str, descriptor, n: int, skip: int, make_pe
     """One peer over the preloaded data topic: its rates, and its output messages."""
     t = {"data": DATA, "out": f"{name}-out", "dlq": f"{name}-dlq", "models": f"{name}-models"}
     kafka.make_topics(bootstrap, outputs=(t["out"],), **{t["dlq"]: 1, t["models"]: 1})
-    feed.publish_model(bootstrap, t["models"], descriptor)
+    feed.publish_model(bootstrap, t["models"], descriptor, to=None)
     peer = make_peer(t).start()
     try:
         kafka.wait_written(bootstrap, [t["out"], t["dlq"]], n, timeout, peer.alive, name)
@@ -81,7 +81,7 @@ def paced_latency(bootstrap: str, name: str, descriptor, peer, rate: float, args
     the peer trails by less than two trigger intervals + 0.5 s of input."""
     t = {"data": f"{name}-data", "out": f"{name}-out", "dlq": f"{name}-dlq", "models": f"{name}-models"}
     kafka.make_topics(bootstrap, t["data"], (t["out"],), **{t["dlq"]: 1, t["models"]: 1})
-    feed.publish_model(bootstrap, t["models"], descriptor)
+    feed.publish_model(bootstrap, t["models"], descriptor, to=None)
     p = peer(t).start()
     try:
         p.wait_ready()

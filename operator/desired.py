@@ -18,7 +18,18 @@ CONFIG_DIR = "/etc/scorestream"
 CONFIG_FILE = f"{CONFIG_DIR}/job.json"
 KAFKA_SECRET_DIR = "/etc/scorestream/kafka"
 CHECKPOINT_DIR = "/var/lib/scorestream"
+# The job's control port (every endpoint; POST /executors with the token): the operator's.
 HTTP_PORT = 8080
+# The job's read-only port (/metrics, /stats, /models, /healthz, /readyz): monitoring's and the probes'.
+METRICS_PORT = 9090
+# The control token: a Secret the operator makes per resource (never rendered here: its value is
+# random, made once), mounted into the driver only.
+CONTROL_SECRET_DIR = "/etc/scorestream/control"
+CONTROL_TOKEN_KEY = "token"
+# The operator's pods (the chart's selector labels) and Prometheus's (the Prometheus Operator's
+# label): who the NetworkPolicy admits to the control and metrics ports.
+OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "scorestream", "app.kubernetes.io/component": "operator"}
+MONITORING_POD_LABELS = {"app.kubernetes.io/name": "prometheus"}
 DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
 # The uid of the Spark images' `spark` user, which the runtime image keeps.
@@ -48,6 +59,11 @@ class Names:
     @property
     def config(self) -> str:
         return f"{self.name}-job"
+
+    @property
+    def control_secret(self) -> str:
+        """The Secret holding the job's control token."""
+        return f"{self.name}-control"
 
     @property
     def service_account(self) -> str:
@@ -126,6 +142,10 @@ def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig
         "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
         "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
         **spec.spark.conf,
+        # Driver and executors authenticate each other's RPC: on Kubernetes, Spark generates a secret
+        # per application and hands it to the executor pods it creates (an environment variable).
+        # After the spec's conf, which may not set spark.authenticate* anyway (refused).
+        "spark.authenticate": "true",
     }
     config = JobConfig.model_validate({
         "name": name,
@@ -134,7 +154,8 @@ def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig
         "kafka": KafkaConfig.model_validate(kafka),
         "input": spec.input,
         "spark": SparkConfig(master=IN_CLUSTER_MASTER, triggerInterval=spec.spark.trigger_interval, conf=conf),
-        "http": HttpConfig(host="0.0.0.0", port=HTTP_PORT),
+        "http": HttpConfig(host="0.0.0.0", port=HTTP_PORT, metricsPort=METRICS_PORT,
+                           controlTokenFile=f"{CONTROL_SECRET_DIR}/{CONTROL_TOKEN_KEY}"),
         "checkpointLocation": f"{CHECKPOINT_DIR}/checkpoint",
         "workDir": "/tmp/scorestream",
         "upgradeMode": spec.upgrade_mode,
@@ -227,14 +248,47 @@ def _objects(meta: dict[str, Any], spec: s.ModelServingSpec, run: bool) -> list[
             "selector": selector(name),
             "ports": [
                 {"name": "http", "port": HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
+                {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
                 {"name": "driver", "port": DRIVER_PORT, "targetPort": "driver", "protocol": "TCP"},
                 {"name": "blockmanager", "port": BLOCK_MANAGER_PORT, "targetPort": "blockmanager",
                  "protocol": "TCP"},
             ],
         }),
+        obj("networking.k8s.io/v1", "NetworkPolicy", names.driver, spec=network_policy(name)),
         obj("apps/v1", "StatefulSet", names.driver,
             spec=_statefulset_spec(name, spec, names, config, run)),
     ]
+
+
+def network_policy(name: str) -> dict[str, Any]:
+    """Ingress to the job's pods (driver and executors): each other on any port (Spark's RPC and
+    block transfers, authenticated by spark.authenticate), the operator on the control port,
+    monitoring on the read-only port; nothing else. Egress is not limited: Kafka, the API server
+    and model locations are the cluster's to know. Probes come from the node, which a policy
+    does not govern."""
+    return {
+        "podSelector": {"matchLabels": {"scorestream.dev/modelserving": name}},
+        "policyTypes": ["Ingress"],
+        "ingress": [
+            {"from": [{"podSelector": {"matchLabels": {"scorestream.dev/modelserving": name}}}]},
+            {"from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": OPERATOR_POD_LABELS}}],
+             "ports": [{"protocol": "TCP", "port": HTTP_PORT}]},
+            {"from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": MONITORING_POD_LABELS}}],
+             "ports": [{"protocol": "TCP", "port": METRICS_PORT}]},
+        ],
+    }
+
+
+def control_secret(meta: dict[str, Any], token: str) -> dict[str, Any]:
+    """The control token's Secret: created once by the operator (observer.ensure_control_secret),
+    owned by the resource so that it goes with it."""
+    name, namespace = meta["name"], meta.get("namespace", "default")
+    return {
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": Names(name, namespace).control_secret, "namespace": namespace,
+                     "labels": labels(name, "control"), "ownerReferences": [owner_reference(meta)]},
+        "stringData": {CONTROL_TOKEN_KEY: token},
+    }
 
 
 def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: Names, config: JobConfig,
@@ -254,6 +308,10 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: Names, config:
         volumes.append({"name": "kafka-client", "secret": {
             "secretName": ref.name, "items": [{"key": ref.key, "path": ref.key}], "defaultMode": 0o440}})
         mounts.append({"name": "kafka-client", "mountPath": KAFKA_SECRET_DIR, "readOnly": True})
+    volumes.append({"name": "control", "secret": {
+        "secretName": names.control_secret, "items": [{"key": CONTROL_TOKEN_KEY, "path": CONTROL_TOKEN_KEY}],
+        "defaultMode": 0o440}})
+    mounts.append({"name": "control", "mountPath": CONTROL_SECRET_DIR, "readOnly": True})
     pvc_spec: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": spec.checkpoint.size}},
@@ -297,15 +355,16 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: Names, config:
                     ],
                     "ports": [
                         {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
+                        {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
                         {"name": "driver", "containerPort": DRIVER_PORT, "protocol": "TCP"},
                         {"name": "blockmanager", "containerPort": BLOCK_MANAGER_PORT, "protocol": "TCP"},
                     ],
                     "resources": {"requests": resources, "limits": resources},
-                    "startupProbe": {"httpGet": {"path": "/healthz", "port": "http"},
+                    "startupProbe": {"httpGet": {"path": "/healthz", "port": "metrics"},
                                      "periodSeconds": 5, "failureThreshold": 60},
-                    "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"},
+                    "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"},
                                       "periodSeconds": 10, "failureThreshold": 6},
-                    "readinessProbe": {"httpGet": {"path": "/readyz", "port": "http"}, "periodSeconds": 5},
+                    "readinessProbe": {"httpGet": {"path": "/readyz", "port": "metrics"}, "periodSeconds": 5},
                     "securityContext": {
                         "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                         "capabilities": {"drop": ["ALL"]},

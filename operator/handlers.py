@@ -21,7 +21,7 @@ from scorestream.operator.settings import OperatorConfig
 
 CHILD_KINDS = [("", "v1", "configmaps"), ("", "v1", "serviceaccounts"), ("", "v1", "services"),
                ("rbac.authorization.k8s.io", "v1", "roles"), ("rbac.authorization.k8s.io", "v1", "rolebindings"),
-               ("apps", "v1", "statefulsets")]
+               ("apps", "v1", "statefulsets"), ("networking.k8s.io", "v1", "networkpolicies")]
 MANAGED = {"app.kubernetes.io/managed-by": "scorestream-operator"}
 STATUS_FIELDS = [f.alias or name for name, f in s.ModelServingStatus.model_fields.items()]
 

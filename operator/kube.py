@@ -22,6 +22,7 @@ PLURALS = {
     ("rbac.authorization.k8s.io/v1", "Role"): "roles",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rolebindings",
     ("apps/v1", "StatefulSet"): "statefulsets",
+    ("networking.k8s.io/v1", "NetworkPolicy"): "networkpolicies",
 }
 
 
@@ -113,6 +114,20 @@ class Kube:
 
     async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._named("GET", api_version, kind, namespace, name)
+
+    async def create(self, obj: dict[str, Any]) -> bool:
+        """Create `obj` if no object of its name exists: True if created, False if ours was there
+        (left as it is; NotOwned if another's). For what must be made once, such as a random token."""
+        meta = obj["metadata"]
+        status, data = await self.request("POST", path(obj["apiVersion"], obj["kind"], meta["namespace"]), obj)
+        if status == 409:
+            current = await self.get(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
+            if current is not None:
+                self._check_owner(current, obj)  # another's object of our name is never taken as ours
+                return False
+        if status >= 300:
+            raise KubeError(status, data.get("message", ""))
+        return True
 
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
         """Delete with the object's grace period (a pod gets SIGTERM); False if it was gone."""

@@ -98,12 +98,13 @@ def job_report_from(ready: job_http.Readiness, stats: job_http.Stats, models: jo
                      input_rate=totals.inputRate, per_executor_rate=totals.processingRatePerExecutor)
 
 
-async def scale_executors(endpoint: str, total: int, timeout: float = 30.0) -> job_http.ScaleAnswer:
+async def scale_executors(endpoint: str, total: int, token: str, timeout: float = 30.0) -> job_http.ScaleAnswer:
     """Ask the job for `total` executors (it records the total and applies it in the background);
-    409: it cannot change them live."""
+    409: it cannot change them live. `token`: the resource's control token (operator.control)."""
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
         return await _answer(session, "POST", endpoint, "/executors", job_http.ScaleAnswer, (202, 409),
-                             json=job_http.ScaleRequest(total=total).model_dump(mode="json"))
+                             json=job_http.ScaleRequest(total=total).model_dump(mode="json"),
+                             headers={"Authorization": f"Bearer {token}"})
 
 
 def _figures(info: job_http.ModelFigures) -> dict[str, Any]:

@@ -69,21 +69,23 @@ def rollout_id(d: ModelDescriptor) -> str:
     return hashlib.sha256(d.to_json_bytes()).hexdigest()[:16]
 
 
-def publish(kafka: KafkaSpec, client_properties: dict[str, str], d: ModelDescriptor, rid: str, resource: str,
-            timeout: float = 10.0) -> None:
+def publish(kafka: KafkaSpec, client_properties: dict[str, str], d: ModelDescriptor, rid: str, namespace: str,
+            name: str, timeout: float = 10.0) -> None:
     """Blocking (confluent-kafka): run it in a thread. Returns once the broker acknowledged the
-    message (acks=all, idempotent producer); `rid` is `rollout_id(d)`, sent as a header. A
-    candidate goes to its own key, so compaction keeps the serving model and the candidate."""
-    _send(kafka, client_properties, naming.model_key(d.data_type, candidate=d.candidate is not None),
+    message (acks=all, idempotent producer); `rid` is `rollout_id(d)`, sent as a header. The key
+    addresses the resource (namespace, name), so no other ModelServing on a shared topic takes it;
+    a candidate goes to its own key, so compaction keeps the serving model and the candidate."""
+    _send(kafka, client_properties, naming.model_key(namespace, name, d.data_type, candidate=d.candidate is not None),
           d.to_json_bytes(), [("content-type", JSON_CONTENT_TYPE.encode()), (ROLLOUT_HEADER, rid.encode()),
-                              ("scorestream-resource", resource.encode())], d.label, timeout)
+                              ("scorestream-resource", f"{namespace}/{name}".encode())], d.label, timeout)
 
 
-def withdraw(kafka: KafkaSpec, client_properties: dict[str, str], data_type: str, resource: str,
+def withdraw(kafka: KafkaSpec, client_properties: dict[str, str], data_type: str, namespace: str, name: str,
              timeout: float = 10.0) -> None:
-    """A tombstone on the candidate key: the job drops its candidate, compaction the candidate's message."""
-    _send(kafka, client_properties, naming.model_key(data_type, candidate=True), None,
-          [("scorestream-resource", resource.encode())], f"the withdrawal of the {data_type} candidate", timeout)
+    """A tombstone on the resource's candidate key: its job drops the candidate, compaction the message."""
+    _send(kafka, client_properties, naming.model_key(namespace, name, data_type, candidate=True), None,
+          [("scorestream-resource", f"{namespace}/{name}".encode())], f"the withdrawal of the {data_type} candidate",
+          timeout)
 
 
 def _send(kafka: KafkaSpec, client_properties: dict[str, str], key: str, value: bytes | None,

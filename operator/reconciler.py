@@ -16,7 +16,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from scorestream.operator import desired, metrics, observer, publish, rollout, scaling, status, upgrade
+from scorestream.operator import control, desired, metrics, observer, publish, rollout, scaling, status, upgrade
 from scorestream.operator.kube import Kube, KubeError, NotOwned
 from scorestream.operator.settings import OperatorConfig
 from scorestream.operator.spec import ModelServingSpec
@@ -123,7 +123,8 @@ async def _reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger 
             kopf.warn(body, reason="InvalidSpec", message=new["conditions"][0]["message"][:1000])
         return new
 
-    observed = status.Observed(generation=meta.get("generation", 0), spec=spec)
+    observed = status.Observed(generation=meta.get("generation", 0), spec=spec,
+                               controls=previous.get("controls"))
     run = not spec.suspend
     props: dict[str, str] | None = None
     if run and (ctx.config.manage_topics or spec.model):
@@ -156,6 +157,9 @@ async def _reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger 
             body, reason=verdict.event[0], message=verdict.event[1][:1000])
     seen = desired.Observations(data_topic_missing=observed.data_topic_exists is False, stable_spec=verdict.run_spec)
     try:
+        # Before the driver that mounts it; made once, never rendered (it is random).
+        if await control.ensure_secret(ctx.kube, meta):
+            logger.info("created Secret %s/%s (the job's control token)", namespace, names.control_secret)
         for obj in desired.desired_state(body, seen):
             result = await ctx.kube.apply(obj)
             if result == "created":
@@ -181,7 +185,6 @@ async def _roll_model(ctx: Context, body: dict[str, Any], spec: ModelServingSpec
     model or as a candidate, promote or withdraw a candidate."""
     meta = body["metadata"]
     uid = meta.get("uid", f"{meta['namespace']}/{meta['name']}")
-    resource = f"{meta['namespace']}/{meta['name']}"
     prev_model = previous.get("model") or {}
     observed.published = prev_model.get("published")
     job = observed.job
@@ -189,9 +192,13 @@ async def _roll_model(ctx: Context, body: dict[str, Any], spec: ModelServingSpec
     # restart restores it): a change then is still a trial, not a first model.
     current = job.serving.get(spec.data_type) or prev_model.get("current")
     history = [dict(e) for e in prev_model.get("history", [])]
-    step = rollout.plan(spec, previous, current, job.candidates.get(spec.data_type),
-                        status.rejection(observed, history), time.time())
+    # A control request (the promote/abort/rollback-to annotations) not handled yet comes first.
+    asked = rollout.manual(spec, previous, rollout.Requests.of(meta.get("annotations")), status._now())
+    step = asked.step or rollout.plan(spec, previous, current, job.candidates.get(spec.data_type),
+                                      status.rejection(observed, history), time.time())
     observed.plan = step
+    if asked.step is None:
+        _handled(body, observed, asked)  # nothing to send: the request (if any) is answered now
     if step.token is None:
         return
     # Sent already by this process (the timer and the update handler reconcile concurrently and
@@ -201,14 +208,19 @@ async def _roll_model(ctx: Context, body: dict[str, Any], spec: ModelServingSpec
     if not already:
         try:
             if step.publish is not None:
-                await asyncio.to_thread(publish.publish, spec.kafka, props, step.publish, step.rollout_id, resource)
+                await asyncio.to_thread(publish.publish, spec.kafka, props, step.publish, step.rollout_id,
+                                        meta["namespace"], meta["name"])
             if step.withdraw:
-                await asyncio.to_thread(publish.withdraw, spec.kafka, props, spec.data_type, resource)
+                await asyncio.to_thread(publish.withdraw, spec.kafka, props, spec.data_type, meta["namespace"],
+                                        meta["name"])
         except Exception as e:  # PublishError, KafkaException: reported, retried by the next reconcile
             ctx.published.pop(uid, None)
             observed.publish_error = str(e)[:1000]
             observed.plan = None
-            return
+            return  # a control request stays unhandled: the next reconcile tries it again
+    if asked.step is not None:
+        observed.pinned_now = asked.pinned
+        _handled(body, observed, asked, post=not already)
     d = step.publish
     if d is not None:
         observed.published, observed.published_now = step.rollout_id, True
@@ -225,6 +237,14 @@ async def _roll_model(ctx: Context, body: dict[str, Any], spec: ModelServingSpec
     elif step.withdraw:
         kopf.warn(body, reason="CandidateRolledBack" if step.verdict else "CandidateWithdrawn",
                   message=f"{spec.data_type} candidate withdrawn: {step.reason}"[:1000])
+
+
+def _handled(body: dict[str, Any], observed: status.Observed, asked: rollout.Manual, post: bool = True) -> None:
+    """Record a control request as handled (status.controls), with its Event."""
+    observed.controls = asked.handled or None
+    if asked.event and post:
+        reason, message, warning = asked.event
+        (kopf.warn if warning else kopf.info)(body, reason=reason, message=message[:1000])
 
 
 async def _scale(ctx: Context, body: dict[str, Any], spec: ModelServingSpec, names: desired.Names,
@@ -244,7 +264,7 @@ async def _scale(ctx: Context, body: dict[str, Any], spec: ModelServingSpec, nam
     if live and step.ask:
         try:
             answer = await observer.scale_executors(observer.endpoint_of(names, ctx.config.endpoint_template),
-                                                    step.target)
+                                                    step.target, await control.token(ctx.kube, names))
             message = f"{step.message}; asked live (running then: {answer.running})"
             kopf.info(body, reason="Scaled", message=f"{job.executor_target} -> {step.target} executors, live")
         except Exception as e:  # unreachable, or refused: asked again at the next observation

@@ -23,7 +23,7 @@ from scorestream.config import JobConfig
 from scorestream import naming
 from scorestream.runtime import jvm, kafka_options, pipeline, verification
 from scorestream.runtime.executors import ExecutorControl
-from scorestream.runtime.http import StatusServer
+from scorestream.runtime.http import StatusServer, read_token
 from scorestream.api.job_http import Readiness
 from scorestream.api.scoring import RoutingTable
 from scorestream.runtime.models import ModelLoader, ModelRegistry, ModelRejected, routing_table
@@ -83,7 +83,9 @@ class ServingJob:
         self._failure: str | None = None
         self.executors: ExecutorControl | None = None
         self.http = StatusServer(config.http.host, config.http.port, self.stats, self._ready, lambda: self.executors,
-                                 namespace=config.namespace, name=config.name)
+                                 namespace=config.namespace, name=config.name,
+                                 token=read_token(config.http.control_token_file),
+                                 metrics_port=config.http.metrics_port)
 
     # -- readiness -----------------------------------------------------------------------------
 
@@ -111,7 +113,7 @@ class ServingJob:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         self.http.start()
-        log.info("status endpoint on port %d", self.http.port)
+        log.info("status endpoint on port %d (control), %s (read-only)", self.http.port, self.http.metrics_port)
         try:
             self._protobuf = self._protobuf_fields()  # a bad message type fails here, not mid-stream
             self.spark = spark_session(self.config)

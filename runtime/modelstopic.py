@@ -1,10 +1,12 @@
 """The driver's reader of the models topic: restore on start, then follow.
 
 Only the driver reads this topic, so a new model is loaded and checked once and then used by
-every executor from the next micro-batch on. The topic is compacted and keyed by dataType; on
-start the whole topic is replayed and, per dataType, the newest message that loads is restored;
-a candidate (key ``<dataType>/candidate``) is restored from its newest message only, and a
-tombstone there withdraws it.
+every executor from the next micro-batch on. The topic is compacted and keyed by the job's
+namespace, name and dataType (``naming.model_key``); the job takes only its own keys (and the
+report's dataType keys where it opted in), so ModelServings may share a topic. On start the
+whole topic is replayed and, per dataType, the newest message that loads is restored; a
+candidate (key ``.../candidate``) is restored from its newest message only, and a tombstone
+there withdraws it.
 Partitions are assigned, not subscribed: the per-run group id only labels the client, and no
 offsets are committed, so restarts leave no stale groups behind.
 """
@@ -98,30 +100,41 @@ class ModelsFollower:
                     break
         self.restored = True
 
+    def _addressed(self, key: naming.ModelKey) -> bool:
+        """Is a message for this job: keyed to its namespace and name, or the report's unaddressed
+        key where the spec opted in. Others' messages on a shared topic are not this job's concern:
+        skipped without a trace in its /models, status or Events."""
+        if key.namespace is None:
+            return self.config.kafka.accept_unaddressed_models
+        return key.addressed_to(self.config.namespace, self.config.name)
+
     def _read(self, msg) -> Item | None:
-        """What a message asks for; None if it is for a dataType this job does not serve."""
-        key = (msg.key() or b"").decode(errors="replace")
+        """What a message asks for; None if it is not addressed to this job or is for a dataType
+        it does not serve."""
+        key = naming.parse_model_key((msg.key() or b"").decode(errors="replace"))
+        if not self._addressed(key):
+            return None
         # The key names the dataType (compaction key) even when the value is unreadable.
-        key_type, _, role = key.partition("/")
-        if not msg.value() and role == "candidate":  # a tombstone: the candidate is withdrawn
-            return Item(key_type, True, f"offset {msg.offset()}") if self._served(key_type) else None
+        if not msg.value() and key.candidate:  # a tombstone: the candidate is withdrawn
+            return Item(key.data_type, True, f"offset {msg.offset()}") if self._served(key.data_type) else None
         try:
             d = descriptors.decode(msg.value(), dict(msg.headers() or []))
         except descriptors.BadModelMessage as e:
-            data_type, label = key_type or e.data_type, e.label or f"offset {msg.offset()}"
+            data_type, label = key.data_type or e.data_type, e.label or f"offset {msg.offset()}"
             if data_type and self._served(data_type):
-                return Item(data_type, role == "candidate", label, reason=str(e))
+                return Item(data_type, key.candidate, label, reason=str(e))
             if not data_type:
                 self.registry.reject(label, None, str(e))
             return None
         if not self._served(d.data_type):
             return None
-        if key and (role == "candidate") != (d.candidate is not None):
-            # Compaction keeps the newest message per key: a role that disagrees with its key
-            # would be kept or dropped with the wrong messages.
-            want = naming.model_key(d.data_type, candidate=d.candidate is not None)
-            return Item(d.data_type, role == "candidate", d.label,
-                        reason=f"message key {key!r} does not match the descriptor: expected {want!r}")
+        if key.data_type and (key.data_type != d.data_type or key.candidate != (d.candidate is not None)):
+            # Compaction keeps the newest message per key: a dataType or role that disagrees with
+            # its key would be kept or dropped with the wrong messages.
+            want = (naming.model_key(self.config.namespace, self.config.name, d.data_type, d.candidate is not None)
+                    if key.namespace is not None else naming.unaddressed_model_key(d.data_type, d.candidate is not None))
+            return Item(d.data_type, key.candidate, d.label,
+                        reason=f"message key for {key.data_type!r} does not match the descriptor: expected {want!r}")
         return Item(d.data_type, d.candidate is not None, d.label, descriptor=d)
 
     # A model message is untrusted input: whatever goes wrong with one, it is rejected with a

@@ -32,6 +32,15 @@ _DISTINCT_TOPICS = (
 )
 
 
+DEFAULT_MODELS_TOPIC = "scorestream-models"
+_UNADDRESSED_OWN_TOPIC = (
+    f"!has(self.acceptUnaddressedModels) || !self.acceptUnaddressedModels"
+    f" || (has(self.modelsTopic) && self.modelsTopic != '{DEFAULT_MODELS_TOPIC}')"
+)
+_UNADDRESSED_MESSAGE = (f"acceptUnaddressedModels needs a modelsTopic of your own, not the shared"
+                        f" default {DEFAULT_MODELS_TOPIC!r}")
+
+
 class KafkaTopics(Strict):
     """Where a serving job reads and writes: shared by the ModelServing spec and the job config."""
 
@@ -40,6 +49,9 @@ class KafkaTopics(Strict):
             "rule": _DISTINCT_TOPICS,
             "message": "dataTopic must differ from outputTopic, deadLetterTopic and modelsTopic,"
                        " and outputTopic from deadLetterTopic",
+        }, {
+            "rule": _UNADDRESSED_OWN_TOPIC,
+            "message": _UNADDRESSED_MESSAGE,
         }]},
     )
 
@@ -49,8 +61,13 @@ class KafkaTopics(Strict):
     """The topic of records to score."""
     output_topic: str = Field(alias="outputTopic", pattern=_TOPIC)
     """The topic predictions are written to."""
-    models_topic: str = Field("scorestream-models", alias="modelsTopic", pattern=_TOPIC)
-    """The compacted topic of model descriptors; many ModelServings may share it."""
+    models_topic: str = Field(DEFAULT_MODELS_TOPIC, alias="modelsTopic", pattern=_TOPIC)
+    """The compacted topic of model descriptors; many ModelServings may share it: each takes only
+    the messages keyed `<namespace>/<name>/<dataType>` (and `.../candidate`) for itself."""
+    accept_unaddressed_models: bool = Field(False, alias="acceptUnaddressedModels")
+    """Also take the report's model messages, keyed by dataType alone (`<dataType>`,
+    `<dataType>/candidate`). Whoever writes such a message to the topic reaches every ModelServing
+    that opts in on it, so this needs a modelsTopic of your own (not the shared default)."""
     dead_letter_topic: str = Field(alias="deadLetterTopic", pattern=_TOPIC)
     """Records that cannot be decoded or scored go here unchanged, with headers saying why."""
     properties: dict[str, str] = Field(default_factory=dict)
@@ -67,6 +84,8 @@ class KafkaTopics(Strict):
             raise ValueError("dataTopic must differ from outputTopic, deadLetterTopic and modelsTopic")
         if self.output_topic == self.dead_letter_topic:
             raise ValueError("outputTopic and deadLetterTopic must differ")
+        if self.accept_unaddressed_models and self.models_topic == DEFAULT_MODELS_TOPIC:
+            raise ValueError(_UNADDRESSED_MESSAGE)
         return self
 
 
@@ -128,7 +147,14 @@ class InputConfig(Strict):
 
 class HttpConfig(Strict):
     host: str = "0.0.0.0"
+    # The control port: every endpoint, POST /executors among them (the operator's).
     port: int = Field(8080, ge=0, le=65535)
+    # A port of its own for the read-only endpoints (/metrics, /stats, /models, /healthz, /readyz):
+    # what monitoring and probes reach. Unset: only the control port.
+    metrics_port: int | None = Field(None, alias="metricsPort", ge=0, le=65535)
+    # A file holding the bearer token POST /executors requires (the operator's Secret, mounted).
+    # Unset: the mutating endpoint is refused to everyone.
+    control_token_file: str | None = Field(None, alias="controlTokenFile")
 
 
 class SparkTrigger(Strict):

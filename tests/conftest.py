@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import sys
 import uuid
 from pathlib import Path
@@ -47,6 +48,17 @@ def jvm_session():
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    """The pinned helm binary `make setup` fetches (tests/helm.py)."""
+    import helm as helm_tool
+
+    try:
+        return helm_tool.ensure()
+    except helm_tool.HelmUnavailable as e:
+        pytest.fail(f"helm is part of the test setup (`make setup` fetches it): {e}")
 
 
 @pytest.fixture(scope="session")
@@ -94,6 +106,10 @@ class Serving:
         self.overrides = config
         self.jobs: list[JobProcess] = []
         self.checkpoint = str(workdir / "checkpoint")
+        # The control token, as the operator's Secret holds it: POST /executors requires it.
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.token_file = workdir / "control-token"
+        self.token_file.write_text(secrets.token_urlsafe(32))
 
     @property
     def resource_topics(self) -> dict[str, str]:
@@ -115,7 +131,8 @@ class Serving:
             },
             "input": {"fields": list(feed.WINE_COLUMNS)},
             "spark": {"master": "local[2]", "triggerInterval": "500ms"},
-            "http": {"host": "127.0.0.1", "port": free_port()},
+            "http": {"host": "127.0.0.1", "port": free_port(), "metricsPort": free_port(),
+                     "controlTokenFile": str(self.token_file)},
             "checkpointLocation": self.checkpoint,
             "workDir": str(self.workdir / "work"),
             "restoreTimeoutSeconds": 30,
@@ -132,8 +149,21 @@ class Serving:
     def produce(self, records) -> int:
         return feed.produce(self.broker.bootstrap, self.topics["data"], records, partitions=self.partitions)
 
+    @property
+    def address(self) -> tuple[str, str]:
+        """The job's namespace and name: the models topic's keys for it start with them."""
+        c = self.config()
+        return c.namespace, c.name
+
+    def key(self, data_type: str = "wine", candidate: bool = False) -> bytes:
+        """The models-topic key of this job's model (or candidate) for a dataType."""
+        return feed.model_key(self.address, data_type, candidate)
+
     def publish(self, descriptor) -> None:
-        feed.publish_model(self.broker.bootstrap, self.topics["models"], descriptor)
+        feed.publish_model(self.broker.bootstrap, self.topics["models"], descriptor, to=self.address)
+
+    def withdraw(self, data_type: str = "wine") -> None:
+        feed.withdraw_candidate(self.broker.bootstrap, self.topics["models"], data_type, to=self.address)
 
     def read(self, which: str, expect: int | None = None, **kw) -> list:
         return read_topic(self.broker.bootstrap, self.topics[which], expect=expect, **kw)

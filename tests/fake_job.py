@@ -4,7 +4,10 @@ on one side fails here too."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hmac
+import secrets
 from collections.abc import AsyncIterator
 
 import pytest_asyncio
@@ -34,6 +37,12 @@ class FakeJob:
     """The job's /readyz, /stats, /models and POST /executors."""
 
     def __init__(self):
+        # The job requires the control token on POST /executors, as the runtime does: by default
+        # the one in the resource's Secret that the operator made (`token_source`, set by the
+        # fixture where a test has the API server), else `token`.
+        self.token: str | None = secrets.token_urlsafe(16)
+        self.token_source = None
+        self.refused = 0
         self.ready, self.executors, self.lag = True, 2, 0
         self.serving = {"wine": model_info("wine", "wine-tree", "1", 1.7e9)}
         self.rejected: list[h.Rejection] = []
@@ -54,6 +63,11 @@ class FakeJob:
         return _json(h.Stats(dataTypes={dt: serving_figures(m) for dt, m in self.serving.items()}, totals=totals))
 
     async def scale(self, request):
+        want = self.token_source() if self.token_source else self.token
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if want is None or scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), want.encode()):
+            self.refused += 1
+            return _json(h.Failure(error="a bearer token is required"), 401)
         try:
             total = h.ScaleRequest.model_validate_json(await request.read()).total
         except ValidationError as e:
@@ -77,9 +91,20 @@ async def served(app: web.Application) -> AsyncIterator[str]:
         await runner.cleanup()
 
 
+def secret_token(api, resource: str = "wine") -> str | None:
+    """The control token in the Secret the operator made for `resource` in the test's namespace."""
+    from operator_harness import obj
+
+    secret = obj(api, "v1/secrets", f"{resource}-control")
+    return base64.b64decode(secret["data"]["token"]).decode() if secret else None
+
+
 @pytest_asyncio.fixture
-async def job():
+async def job(request):
     fake = FakeJob()
+    if "api" in request.fixturenames:  # against the API server: the operator's own Secret
+        api = request.getfixturevalue("api")
+        fake.token_source = lambda: secret_token(api)
     app = web.Application()
     app.router.add_get("/readyz", fake.readyz)
     app.router.add_get("/stats", fake.stats)

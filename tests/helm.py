@@ -33,6 +33,16 @@ class HelmUnavailable(RuntimeError):
     pass
 
 
+def installed_tool(command: str, package: str) -> str:
+    """A tool `make setup` installs from Debian: its path, or the test fails saying so."""
+    import pytest
+
+    path = shutil.which(command)
+    if path is None:
+        pytest.fail(f"{command} not found: `make setup` installs it (Debian: {package})")
+    return path
+
+
 def ensure(tool: str = "helm") -> Path:
     target = DIR / tool
     if all((DIR / t).is_file() for t in TOOLS):

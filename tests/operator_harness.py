@@ -9,6 +9,7 @@ into the pod's status)."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import json
 import os
@@ -191,8 +192,13 @@ class Operated:
         raw["spark"].update(master=master, conf=conf or {})
         for section, values in overrides.items():
             raw[section].update(values)
-        raw.update(http={"host": "127.0.0.1", "port": self.port}, checkpointLocation=str(workdir / "checkpoint"),
-                   workDir=str(workdir / "work"))
+        # The control token as the driver pod mounts it: the Secret the operator made, in a file.
+        workdir.mkdir(parents=True, exist_ok=True)
+        token_file = workdir / "control-token"
+        secret = obj(self.api, "v1/secrets", "wine-control")
+        token_file.write_bytes(base64.b64decode(secret["data"]["token"]))
+        raw.update(http={"host": "127.0.0.1", "port": self.port, "controlTokenFile": str(token_file)},
+                   checkpointLocation=str(workdir / "checkpoint"), workDir=str(workdir / "work"))
         self.job = JobProcess(JobConfig.model_validate(raw), workdir, "job.log").start()
         await asyncio.to_thread(self.job.wait_ready, 240)
         return self.job

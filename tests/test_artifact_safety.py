@@ -460,8 +460,8 @@ def test_abuse_through_the_models_topic_is_rejected_and_the_job_keeps_serving(se
     for d in abuses:
         s.publish(d)
     # Messages no descriptor decoder accepts: deep JSON, and a null content-type header.
-    feed.publish_raw(s.broker.bootstrap, s.topics["models"], b"wine", b"[" * 200_000)
-    feed.produce(s.broker.bootstrap, s.topics["models"], [(b"wine", b'{"name": "x"}')],
+    feed.publish_raw(s.broker.bootstrap, s.topics["models"], s.key("wine"), b"[" * 200_000)
+    feed.produce(s.broker.bootstrap, s.topics["models"], [(s.key("wine"), b'{"name": "x"}')],
                  headers=[("content-type", None)])
 
     def all_rejected():

@@ -64,7 +64,7 @@ def test_canary_routes_its_share_by_key_and_is_withdrawn(serving, demo_models):
     job = s.start().wait_ready()
     assert job.get("/models")["candidates"]["wine"]["percent"] == 10.0
 
-    feed.withdraw_candidate(s.broker.bootstrap, s.topics["models"], "wine")
+    s.withdraw("wine")
     wait_until(lambda: not job.get("/models")["candidates"], what="the canary withdrawn")
     produced(s, job, n, 1_000, 0)
     later = [o for o in s.outputs(expect=n + 3_000) if int(o["key"].split("-")[1]) >= n]

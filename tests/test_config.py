@@ -84,7 +84,12 @@ def test_group_names():
     assert naming.models_group("ml", "wine", "r1") == "scorestream.ml.wine.models.r1"
     assert naming.models_group("ml", "wine") != naming.models_group("ml", "wine"), "one group per run"
     assert naming.data_group("a", "x") != naming.data_group("b", "x")
-    assert naming.model_key("wine") == "wine"
+    assert naming.model_key("ml", "wine", "red") == "ml/wine/red"
+    assert naming.parse_model_key("ml/wine/red/candidate") == naming.ModelKey("ml", "wine", "red", True)
+    assert naming.parse_model_key("red") == naming.ModelKey(None, None, "red", False)
+    assert naming.parse_model_key("red/candidate") == naming.ModelKey(None, None, "red", True)
+    assert naming.parse_model_key("") == naming.ModelKey(None, None, "", False), "unkeyed: the report's producer"
+    assert not naming.parse_model_key("a/b").addressed_to("a", "b"), "neither shape: nobody's"
 
 
 @pytest.mark.parametrize("scope", [{}, {"namespaces": ["ml"], "allNamespaces": True}])

@@ -47,7 +47,7 @@ def test_bad_records_and_models_are_dead_lettered_or_rejected_with_reasons(servi
 
     # A corrupt model message and a model whose inputs are not the records' fields: both rejected,
     # the serving model stays.
-    feed.publish_raw(s.broker.bootstrap, s.topics["models"], b"wine", b"\x08\x96\x01 this is not a model")
+    feed.publish_raw(s.broker.bootstrap, s.topics["models"], s.key("wine"), b"\x08\x96\x01 this is not a model")
     colour = tree_pmml.replace(b'"alcohol"', b'"colour"')
     s.publish(models.descriptor("tree-colour", "2", "pmml", colour))
     serving_now = None

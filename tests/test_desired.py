@@ -125,3 +125,46 @@ def test_a_model_change_does_not_restart_the_driver_but_a_job_change_does():
 
 def test_render_is_pure():
     assert objects() == objects()
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_the_network_policy_admits_only_the_jobs_pods_the_operator_and_monitoring(version):
+    objs = by_kind(objects())
+    policy = objs["NetworkPolicy"]
+    kubernetes_validate.validate(policy, version, strict=True)
+    own = {"scorestream.dev/modelserving": "wine"}
+    spec = policy["spec"]
+    assert spec["podSelector"] == {"matchLabels": own} and spec["policyTypes"] == ["Ingress"]
+    # Driver and executors carry the label the policy selects (executors by Spark's conf).
+    assert own.items() <= objs["StatefulSet"]["spec"]["template"]["metadata"]["labels"].items()
+    conf = parse_job_config(json.loads(objs["ConfigMap"]["data"]["job.json"])).spark.conf
+    assert conf["spark.kubernetes.executor.label.scorestream.dev/modelserving"] == "wine"
+    rules = {tuple(p["port"] for p in r.get("ports", [])): r["from"] for r in spec["ingress"]}
+    assert rules[()] == [{"podSelector": {"matchLabels": own}}], "every port only for the job's own pods"
+    assert rules[(desired.HTTP_PORT,)] == [{"namespaceSelector": {},
+                                            "podSelector": {"matchLabels": desired.OPERATOR_POD_LABELS}}]
+    assert rules[(desired.METRICS_PORT,)] == [{"namespaceSelector": {},
+                                               "podSelector": {"matchLabels": desired.MONITORING_POD_LABELS}}]
+    helpers = (Path(__file__).resolve().parent.parent / "charts" / "scorestream" / "templates" / "_helpers.tpl").read_text()
+    assert "app.kubernetes.io/component: operator" in helpers, "the chart's operator pods carry the labels admitted"
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_the_control_token_is_a_secret_mounted_into_the_driver_and_in_no_configmap(version):
+    meta = variant("example")["metadata"]
+    secret = desired.control_secret(meta, "t0ken")
+    kubernetes_validate.validate(secret, version, strict=True)
+    assert secret["metadata"]["name"] == "wine-control" and secret["metadata"]["ownerReferences"][0]["uid"] == meta["uid"]
+    objs = by_kind(objects())
+    assert "Secret" not in objs, "random: made once by the operator, never rendered"
+    pod = objs["StatefulSet"]["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "control")
+    assert volume["secret"]["secretName"] == "wine-control"
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "control")
+    config = parse_job_config(json.loads(objs["ConfigMap"]["data"]["job.json"]))
+    assert config.http.control_token_file == f"{mount['mountPath']}/{desired.CONTROL_TOKEN_KEY}"
+    assert config.http.metrics_port == desired.METRICS_PORT and config.http.port == desired.HTTP_PORT
+    assert config.spark.conf["spark.authenticate"] == "true"
+    assert "t0ken" not in json.dumps(list(objs.values()))
+    probes = [pod["containers"][0][p]["httpGet"]["port"] for p in ("startupProbe", "livenessProbe", "readinessProbe")]
+    assert probes == ["metrics"] * 3, "probes on the read-only port"

@@ -58,7 +58,7 @@ def test_restart_restores_latest_good_model_before_scoring(serving, demo_models)
     s.publish(demo_models["tree"])
     s.publish(demo_models["linear"])
     # The newest message for the dataType is corrupt: the restore must fall back to `linear`.
-    feed.publish_raw(s.broker.bootstrap, s.topics["models"], b"wine", b"{not a descriptor")
+    feed.publish_raw(s.broker.bootstrap, s.topics["models"], s.key("wine"), b"{not a descriptor")
     job = s.start().wait_ready()
     served = job.get("/models")
     assert served["serving"]["wine"]["name"] == "linear"

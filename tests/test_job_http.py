@@ -45,15 +45,21 @@ def server():
     registry.reject("broken:3", "wine", "not a PMML document")
     control = ExecutorControl(None, "local[2]", threading.Lock())  # local mode: nothing of Spark is touched
     srv = StatusServer("127.0.0.1", 0, stats, lambda: h.Readiness(ready=False, reason="restoring models"),
-                       lambda: control).start()
+                       lambda: control, token=TOKEN).start()
     yield f"http://127.0.0.1:{srv.port}"
     srv.stop()
 
 
-def call(url, body=None):
+TOKEN = "the-operators-token"
+
+
+def call(url, body=None, token=TOKEN):
+    """GET, or POST `body` with the control token (as the operator does)."""
     data = None if body is None else json.dumps(body).encode()
+    headers = {"Authorization": f"Bearer {token}"} if data and token else {}
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, data=data, method="POST" if data else "GET")) as r:
+        with urllib.request.urlopen(urllib.request.Request(url, data=data, method="POST" if data else "GET",
+                                                           headers=headers)) as r:
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read())
@@ -85,7 +91,8 @@ def test_the_runtime_answers_as_the_contract_says(server):
     assert code == 409 and not answer.accepted and "local mode" in answer.reason
 
 
-@pytest.mark.parametrize("body", [{"total": -1}, {"total": True}, {"total": 1.5}, {"totals": 2}, {}])
+@pytest.mark.parametrize("body", [{"total": -1}, {"total": True}, {"total": 1.5}, {"totals": 2}, {},
+                                  {"total": h.MAX_EXECUTORS + 1}, {"total": 1_000_000}])
 def test_a_bad_scale_request_is_refused_with_the_reason(server, body):
     code, raw = call(f"{server}/executors", body)
     assert code == 400 and "total" in h.Failure.model_validate(raw).error
@@ -97,8 +104,17 @@ async def test_the_operator_reads_the_fake_job_as_it_reads_the_runtime(job):  # 
     assert report.serving["wine"] == {"name": "wine-tree", "version": "1", "since": 1.7e9, "records": 0,
                                       "errors": 0, "meanMs": None}
     assert (report.executors, report.executor_target, report.live_scaling, report.lag) == (2, 2, True, 0)
-    answer = await observer.scale_executors(job.url, 3)
+    answer = await observer.scale_executors(job.url, 3, job.token)
     assert answer.accepted and answer.target == 3 and job.asked == [3]
+    with pytest.raises(observer.JobAnswerError, match="HTTP 401"):
+        await observer.scale_executors(job.url, 4, "a guess")
+    assert job.asked == [3] and job.refused == 1
+
+
+@pytest.mark.parametrize("token", [None, "a guess"])
+def test_a_scale_request_without_the_token_is_refused(server, token):
+    code, raw = call(f"{server}/executors", {"total": 1}, token=token)
+    assert code == 401 and "token" in h.Failure.model_validate(raw).error
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-import helm as helm_tool
+from helm import installed_tool
 from scorestream import monitoring as m
 from scorestream.api.job_http import Readiness
 from scorestream.operator import desired
@@ -39,19 +39,8 @@ METRIC = re.compile(r"\b(scorestream_[a-z_]+)\b")
 
 
 @pytest.fixture(scope="session")
-def helm() -> Path:
-    try:
-        return helm_tool.ensure()
-    except helm_tool.HelmUnavailable as e:
-        pytest.fail(f"helm is part of the test setup (`make setup` fetches it): {e}")
-
-
-@pytest.fixture(scope="session")
 def promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        pytest.fail("promtool not found: `make setup` installs it (Debian: prometheus)")
-    return path
+    return installed_tool("promtool", "prometheus")
 
 
 def render(helm, *flags) -> list[dict]:
@@ -116,8 +105,8 @@ def test_podmonitor_selects_the_driver_pods_the_operator_renders_and_not_the_exe
     endpoint = pm["podMetricsEndpoints"][0]
     ports = {p["name"]: p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]}
     assert endpoint["port"] in ports and endpoint["path"] == "/metrics"
-    # The port the job's HTTP server listens on (its JobConfig, as the operator renders it).
-    assert ports[endpoint["port"]] == desired.job_config("wine", "ml", spec(EXAMPLE)).http.port
+    # The job's read-only port (its JobConfig, as the operator renders it), not the control port.
+    assert ports[endpoint["port"]] == desired.job_config("wine", "ml", spec(EXAMPLE)).http.metrics_port
 
 
 def test_rules_pass_promtool_check_and_every_alert_has_unit_tests_that_pass(helm, promtool, tmp_path):

@@ -195,8 +195,9 @@ async def test_a_canary_is_promoted_by_its_figures_and_a_failing_one_rolled_back
         share = len(dlq) / sent
         messages = await asyncio.to_thread(s.read, "models", None, idle=2.0)
         roles = [(m.key().decode(), m.value() is None) for m in messages]
-        assert roles == [("wine", False), ("wine/candidate", False), ("wine", False), ("wine/candidate", True),
-                         ("wine/candidate", False), ("wine/candidate", True)], roles
+        # Addressed to this resource alone: its namespace and name, then dataType and role.
+        main, cand = f"{api.ns}/wine/wine", f"{api.ns}/wine/wine/candidate"
+        assert roles == [(main, False), (cand, False), (main, False), (cand, True), (cand, False), (cand, True)], roles
         with capsys.disabled():
             print(f"\ncanary (20%, minRecords 500, promoteAfter 3 s, trigger 500 ms): spec.model change -> promoted "
                   f"and serving in {promoted_after:.1f} s; failing canary rolled back in {rolled_back_after:.1f} s "

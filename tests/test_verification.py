@@ -228,7 +228,7 @@ def test_job_serves_verified_models_and_rejects_failing_ones(serving, demo_model
 
     # The report's frozen graph (a protobuf message): rejected under its own name, not its offset.
     graph = messages.ModelDescriptorProto(name="graph", dataType="wine", modeltype=0, data=b"x").SerializeToString()
-    feed.publish_raw(s.broker.bootstrap, s.topics["models"], b"wine", graph)
+    feed.publish_raw(s.broker.bootstrap, s.topics["models"], s.key("wine"), graph)
     wait_until(lambda: any(r["model"].startswith("graph:sha256:") for r in job.get("/models")["rejected"]),
                timeout=60, what="the frozen graph rejected")
     entry = next(r for r in job.get("/models")["rejected"] if r["model"].startswith("graph:"))
@@ -248,12 +248,11 @@ def _publish_timed(s, descriptor) -> float:
     """Publish and return when the broker appended the message (LogAppendTime), in seconds."""
     from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
 
-    from scorestream import naming
 
     stamps = []
     p = feed.producer(s.broker.bootstrap, **{"linger.ms": 0})
     p.produce(s.topics["models"], descriptor.to_json_bytes(),
-              key=naming.model_key(descriptor.data_type, False).encode(),
+              key=s.key(descriptor.data_type),
               headers=[("content-type", descriptors.JSON_CONTENT_TYPE.encode())],
               on_delivery=lambda err, msg: stamps.append((err, msg.timestamp())))
     p.flush(30)

@@ -165,10 +165,16 @@ class Executors(_Answer):
     error: str | None
 
 
+# The most executors a job may be asked for: the spec's own bound on replicas and maxReplicas.
+MAX_EXECUTORS = 1000
+# The largest request body the job reads ({"total": N} is a dozen bytes).
+MAX_REQUEST_BYTES = 4096
+
+
 class ScaleRequest(_Answer):
     """POST /executors."""
 
-    total: int = Field(ge=0, strict=True)
+    total: int = Field(ge=0, le=MAX_EXECUTORS, strict=True)
 
 
 class ScaleAnswer(Executors):

@@ -93,19 +93,28 @@ def _produce(p, topic, key, value, part, headers, cb) -> None:
             p.poll(0.05)
 
 
-def publish_model(bootstrap: str, topic: str, descriptor: ModelDescriptor) -> None:
-    """Publish a JSON descriptor, keyed by dataType (and role) so that compaction keeps the latest."""
+def model_key(to: tuple[str, str] | None, data_type: str, candidate: bool = False) -> bytes:
+    """The key a model message goes to: addressed to one ModelServing (``to`` = namespace, name),
+    or the report's dataType key (``to`` = None) for a job that opted in."""
+    if to is None:
+        return naming.unaddressed_model_key(data_type, candidate).encode()
+    return naming.model_key(*to, data_type, candidate).encode()
+
+
+def publish_model(bootstrap: str, topic: str, descriptor: ModelDescriptor, to: tuple[str, str] | None) -> None:
+    """Publish a JSON descriptor to one ModelServing (``to`` = namespace, name) or unaddressed
+    (None: the report's dataType key), keyed by role too so that compaction keeps the latest."""
     produce(
         bootstrap,
         topic,
-        [(naming.model_key(descriptor.data_type, descriptor.candidate is not None).encode(), descriptor.to_json_bytes())],
+        [(model_key(to, descriptor.data_type, descriptor.candidate is not None), descriptor.to_json_bytes())],
         headers=[("content-type", JSON_CONTENT_TYPE.encode())],
     )
 
 
-def withdraw_candidate(bootstrap: str, topic: str, data_type: str) -> None:
+def withdraw_candidate(bootstrap: str, topic: str, data_type: str, to: tuple[str, str] | None) -> None:
     """A tombstone on the candidate's key: the job drops the candidate, compaction the message."""
-    produce(bootstrap, topic, [(naming.model_key(data_type, candidate=True).encode(), None)])
+    produce(bootstrap, topic, [(model_key(to, data_type, candidate=True), None)])
 
 
 def publish_raw(bootstrap: str, topic: str, key: bytes | None, value: bytes) -> None:

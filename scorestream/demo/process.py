@@ -48,8 +48,11 @@ class JobProcess:
             return json.loads(body) if r.headers.get_content_type() == "application/json" else body.decode()
 
     def post(self, path: str, body: dict, timeout: float = 30.0) -> tuple[int, dict]:
-        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json"})
+        """POST with the job's control token (as the operator does), when it has one."""
+        headers = {"Content-Type": "application/json"}
+        if self.config.http.control_token_file:
+            headers["Authorization"] = f"Bearer {Path(self.config.http.control_token_file).read_text().strip()}"
+        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(), method="POST", headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as r:
                 return r.status, json.loads(r.read())

@@ -21,6 +21,7 @@ from scorestream.demo.broker import EmbeddedBroker, create_topics, free_port
 from scorestream.demo.process import JobProcess
 from scorestream.demo.rss import ProcessTreeMemory
 
+DEMO = ("demo", "wine")  # the demo job's namespace and name: its models are addressed to it
 TOPICS = {"data": "wine-records", "out": "wine-predictions", "dlq": "wine-records-dlq", "models": "scorestream-models"}
 MALFORMED = [b'{"dataType": "wine", "alcohol": ', b'{"dataType": "wine", "alcohol": "lots"}', b"not json at all"]
 
@@ -89,11 +90,11 @@ def run_demo(records: int = 30000, rate: int = 3000, workdir: str | None = None)
                 {TOPICS["data"]: 2, TOPICS["out"]: 2, TOPICS["dlq"]: 1, TOPICS["models"]: 1},
                 {TOPICS["models"]: {"cleanup.policy": "compact"}},
             )
-            feed.publish_model(broker.bootstrap, TOPICS["models"], plan[0])
+            feed.publish_model(broker.bootstrap, TOPICS["models"], plan[0], to=DEMO)
             config = JobConfig.model_validate(
                 {
-                    "name": "wine",
-                    "namespace": "demo",
+                    "name": DEMO[1],
+                    "namespace": DEMO[0],
                     "dataTypes": ["wine"],
                     "kafka": {
                         "bootstrapServers": broker.bootstrap,
@@ -155,7 +156,7 @@ def _progress(job: JobProcess, producer: Producer, plan, bootstrap: str, total: 
         if published < len(plan) and t["recordsIn"] >= published * total // 4:
             model = plan[published]
             producer.flowing.clear()
-            feed.publish_model(bootstrap, TOPICS["models"], model)
+            feed.publish_model(bootstrap, TOPICS["models"], model, to=DEMO)
             _say(f"  >> published {model.label} ({model.format}) to {TOPICS['models']}; the stream waits for the swap")
             _wait_serving(job, model, timeout=120)
             producer.flowing.set()

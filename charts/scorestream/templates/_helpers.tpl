@@ -71,9 +71,11 @@ authorizes as `create` too where the object does not exist yet.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["get", "list", "watch", "create", "delete", "deletecollection"]
+# get: the Kafka Secret a spec names, and the job's control token; create: the control token's
+# Secret, made once per resource (operator/control.py), never patched.
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get"]
+  verbs: ["get", "create"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
@@ -82,6 +84,9 @@ authorizes as `create` too where the object does not exist yet.
   verbs: ["get", "list", "watch", "create", "patch"]
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
   verbs: ["get", "list", "watch", "create", "patch"]
 {{- end -}}
 
