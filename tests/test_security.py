@@ -1,21 +1,25 @@
 """Issue #15, the security review's open doors, shown against real components: models reach only
 the ModelServing they are addressed to (real jobs on the test broker sharing a models topic); the
-job's HTTP refuses the review's abuse and keeps serving."""
+job's HTTP refuses the review's abuse and keeps serving; a canary in the Kafka Secret appears in no
+object, status, Event, log line or HTTP answer across a lifecycle on the test control plane."""
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import time
 import urllib.error
 import urllib.request
+import uuid
 
 import pytest
 
 from scorestream.api.descriptor import CandidateRole
 from scorestream.config import DEFAULT_MODELS_TOPIC, KafkaTopics
-from scorestream.demo import feed
+from scorestream.demo import feed, models
 
+from operator_harness import MS, Operated, api, apply, condition, obj, resource, until  # noqa: F401
 from streaming import wait_until
 
 
@@ -175,3 +179,103 @@ def test_the_jobs_http_refuses_abuse_and_keeps_serving(serving, demo_models):
     n = s.produce(feed.wine_records(feed.wine_rows()[:50]))
     job.wait_records(n)
     assert job.stop() == 0
+
+
+# --- a canary in the Kafka Secret, across a lifecycle on the test control plane --------------------
+
+CANARY = "canary-" + uuid.uuid4().hex  # in the Kafka Secret only: found anywhere else, it leaked
+
+KINDS = ("v1/configmaps", "v1/services", "v1/serviceaccounts", "v1/pods", "v1/events", "v1/secrets",
+         "apps/v1/statefulsets", "networking.k8s.io/v1/networkpolicies", "rbac.authorization.k8s.io/v1/roles",
+         "rbac.authorization.k8s.io/v1/rolebindings", MS)
+
+
+def _cluster_text(api) -> dict[str, str]:
+    """Every object of the test's namespace as the API server holds it (status and Events
+    included), except the Kafka Secret that holds the canary on purpose."""
+    out = {}
+    for key in KINDS:
+        for item in api.request("GET", api.path(key))["items"]:
+            if key == "v1/secrets":
+                if item["metadata"]["name"] == "kafka-client":
+                    continue
+                # A Secret's values are base64: decoded, a canary copied into one is found too.
+                item = {**item, "data": {k: base64.b64decode(v).decode(errors="replace")
+                                         for k, v in (item.get("data") or {}).items()}}
+            out[f"{key} {item['metadata']['name']}"] = json.dumps(item)
+    return out
+
+
+def _http_text(job) -> dict[str, str]:
+    return {path: json.dumps(job.get(path)) if path != "/metrics" else job.get(path)
+            for path in ("/stats", "/models", "/readyz", "/metrics")}
+
+
+@pytest.mark.spark
+@pytest.mark.broker
+@pytest.mark.timeout(900)
+async def test_a_canary_in_the_kafka_secret_never_leaks(api, broker, serving, tmp_path, capsys):
+    s = serving(partitions=1)
+    rows = feed.wine_rows()
+    folder = tmp_path / "models"
+    folder.mkdir()
+    for name, data in {"tree": models.tree_pmml(rows), "linear": models.linear_pmml(rows)}.items():
+        (folder / f"{name}.pmml").write_bytes(data)
+    (folder / "corrupt.pmml").write_bytes(models.tree_pmml(rows)[:500])
+
+    def model(name, version):
+        return {"name": f"wine-{name}", "version": str(version), "format": "pmml", "uri": (folder / f"{name}.pmml").as_uri()}
+
+    # Where a real cluster keeps Kafka credentials; the test broker ignores SASL settings on PLAINTEXT.
+    properties = f"sasl.username=scorestream\nsasl.password={CANARY}\n"
+    api.create("v1/secrets", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kafka-client"},
+                              "data": {"client.properties": base64.b64encode(properties.encode()).decode()}})
+    mounted = tmp_path / "client.properties"  # as the driver pod mounts it
+    mounted.write_text(properties)
+    seen: dict[str, str] = {}
+    async with Operated(api, observeInterval=1, rolloutPoll=0.25) as run:
+        body = resource(s.resource_topics, broker, model=model("tree", 1))
+        body["spec"]["kafka"]["secretRef"] = {"name": "kafka-client"}
+        body["spec"]["input"] = {"format": "json", "fields": list(feed.WINE_COLUMNS)}
+        body["spec"]["spark"]["triggerInterval"] = "500ms"
+        await apply(api, body)  # create
+        job = await run.start_job(tmp_path / "job", artifacts={"modelDirs": [str(folder)]},
+                                  kafka={"secretPropertiesFile": str(mounted)})
+
+        async def step(what, done, timeout=120):
+            await until(done, timeout=timeout, what=what)
+            seen.update({f"{what}: {k}": v for k, v in _cluster_text(api).items()})
+            seen.update({f"{what}: GET {k}": v for k, v in _http_text(job).items()})
+
+        await step("first model", lambda: condition(api, "wine", "ModelReady").get("status") == "True")
+        s.produce(feed.wine_records(rows[:200]))
+        body["spec"]["model"] = model("linear", 2)  # rollout
+        await apply(api, body)
+        await step("rollout", lambda: (obj(api, MS, "wine")["status"]["model"].get("current") or {}).get("version") == "2")
+        body["spec"]["rollout"] = {"strategy": "Canary", "canary": {"percent": 50, "minRecords": 10**9}}
+        body["spec"]["model"] = model("tree", 3)  # canary: a trial that never ends here
+        await apply(api, body)
+        await step("canary", lambda: job.get("/models")["candidates"].get("wine", {}).get("version") == "3")
+        body["spec"].pop("rollout")
+        body["spec"]["model"] = {**model("corrupt", 4)}  # failure: a truncated upload, rolled back
+        await apply(api, body)
+        await step("failure", lambda: condition(api, "wine", "ModelReady").get("reason") == "RolledBack")
+        body["spec"]["spark"]["triggerInterval"] = "1s"  # upgrade: the driver's pod template changes
+        await apply(api, body)
+        await step("upgrade", lambda: obj(api, MS, "wine")["status"].get("observedGeneration") == 5)
+        api.delete(MS, "wine")  # delete
+        await until(lambda: obj(api, MS, "wine") is None, timeout=120, what="the resource gone")
+        seen.update({f"deleted: {k}": v for k, v in _cluster_text(api).items()})
+        seen["job log"] = job.log_path.read_text(errors="replace")  # all of it, librdkafka's lines too
+        job.kill()
+    seen["operator log"] = run.op.log
+    assert seen["operator log"] and seen["job log"]
+    assert any(k.startswith("canary: v1/secrets wine-control") for k in seen), "the control Secret was looked at"
+    assert any(k.startswith("failure: v1/events") for k in seen), "the Events were looked at"
+    assert CANARY in mounted.read_text(), "the canary was where the job reads its secrets"
+    leaked = sorted(k for k, v in seen.items() if CANARY in v)
+    assert not leaked, f"the Kafka Secret's canary appeared in: {leaked}"
+    with capsys.disabled():
+        print(f"\ncanary: absent from {len(seen)} texts (objects, status and Events after each of 6 steps, "
+              f"the job's HTTP answers, the operator's and the job's logs: "
+              f"{len(seen['operator log']) + len(seen['job log'])} bytes of log)")
