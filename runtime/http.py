@@ -85,6 +85,7 @@ class StatusServer:
             def do_POST(self):  # noqa: N802
                 path = self.path.split("?", 1)[0].rstrip("/")
                 if path != "/executors" or not control:
+                    self.close_connection = True  # its body is not read
                     return self._send(404, Failure(error=f"no POST on {path} on this port",
                                                    paths=["/executors"] if control else []))
                 refusal = server._refuse(self.headers.get("Authorization"))
