@@ -34,6 +34,7 @@ from scorestream.operator import spec as s
 from scorestream.operator.desired import CONFIG_HASH_ANNOTATION, HTTP_PORT
 
 from fake_job import FakeJob, model_info, serving_figures
+from test_rollout import artifacts  # noqa: F401 - the demo models as files (module-scoped fixture)
 from operator_harness import (MS, Operator, api, apply, condition, driver_pod, events, obj,  # noqa: F401
                               operator_config, resource, topics, until)
 
@@ -284,3 +285,55 @@ async def test_promote_rollback_abort_restart_end_to_end(api, operator, job, bro
     assert "spec.restartNonce=1" in (await plugin(admin, "restart", "wine", "-n", ns)).stdout
     await until(lambda: sts()[CONFIG_HASH_ANNOTATION] != before_hash, what="the driver's template rolled")
     assert obj(api, MS, "wine")["spec"]["restartNonce"] == 1
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(900)
+async def test_the_real_job_serves_what_promote_rollback_and_abort_asked_for(api, broker, serving, artifacts,
+                                                                            tmp_path, kube):
+    """The same controls with the real job (Spark local, a process standing in for the driver pod,
+    read by the operator at its endpoint): what the job serves is what each command asked for."""
+    from test_rollout import model, model_dirs, rolled_out
+
+    from operator_harness import Operated
+
+    s_ = serving(partitions=1)
+    admin, ns = kube.admin_config, api.ns
+    async with Operated(api, observeInterval=2, rolloutPoll=0.25) as run:
+        body = resource(s_.resource_topics, broker, model=model(artifacts, "tree", 1))
+        body["spec"]["input"] = {"format": "json"}
+        body["spec"]["spark"]["triggerInterval"] = "500ms"
+        body["spec"]["rollout"] = {"strategy": "Canary", "canary": {"percent": 20, "minRecords": 10**6,
+                                                                     "promoteAfter": "60m"}}
+        await apply(api, body)
+        job = await run.start_job(tmp_path, artifacts=model_dirs(artifacts))
+        await rolled_out(api, "wine-tree", 1)
+
+        def job_models():
+            m = job.get("/models")
+            cand = m["candidates"].get("wine")
+            return (m["serving"]["wine"]["version"], cand and cand["version"])
+
+        body["spec"]["model"] = model(artifacts, "linear", 2)
+        await apply(api, body)
+        await until(lambda: job_models() == ("1", "2"), timeout=120, what="the job trying candidate 2")
+        await plugin(admin, "promote", "wine", "-n", ns, "--wait", "60")
+        await until(lambda: job_models() == ("2", None), timeout=120, what="the job serving 2, no candidate")
+        await rolled_out(api, "wine-linear", 2)
+
+        out = (await plugin(admin, "rollback", "wine", "-n", ns, "--to", "1", "--wait", "60")).stdout
+        assert "rollback to wine-tree 1 requested" in out
+        await until(lambda: job_models() == ("1", None), timeout=120, what="the job serving 1 again")
+        await until(lambda: condition(api, "wine", "ModelReady").get("reason") == "RolledBackByRequest",
+                    timeout=60, what="RolledBackByRequest")
+
+        body["spec"]["model"] = model(artifacts, "shallow", 3)
+        await apply(api, body)
+        await until(lambda: job_models() == ("1", "3"), timeout=120, what="the job trying candidate 3")
+        await plugin(admin, "abort", "wine", "-n", ns, "--wait", "60")
+        await until(lambda: job_models() == ("1", None), timeout=120, what="candidate 3 withdrawn")
+        await until(lambda: condition(api, "wine", "ModelReady").get("reason") == "RolledBack", timeout=60,
+                    what="RolledBack")
+        status_out = (await plugin(admin, "status", "wine", "-n", ns)).stdout
+        assert "serving wine-tree 1, desired wine-shallow 3" in status_out and "aborted by request" in status_out
+        assert job.stop() == 0
