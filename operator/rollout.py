@@ -207,6 +207,7 @@ def manual(spec: s.ModelServingSpec, previous: dict[str, Any], requests: Request
     that cannot be carried out is handled too, with an Event saying why: it is not retried."""
     handled = dict(previous.get("controls") or {})
     handled.pop("message", None)
+    handled.pop("acted", None)
     model = previous.get("model") or {}
     trial = model.get("rollout") or {}
     want = spec.model
@@ -217,7 +218,7 @@ def manual(spec: s.ModelServingSpec, previous: dict[str, Any], requests: Request
 
     def done(key: str, value: str, message: str, step: Plan | None = None, warn: bool = False,
              pinned: dict[str, Any] | None = None, reason: str = "") -> Manual:
-        return Manual({**handled, key: value, "message": message}, step, pinned,
+        return Manual({**handled, key: value, "message": message, "acted": step is not None}, step, pinned,
                       (reason or ("ControlIgnored" if step is None else "ControlApplied"), message, warn))
 
     if requests.abort and requests.abort != handled.get("abort"):

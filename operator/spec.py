@@ -496,6 +496,8 @@ class ControlsStatus(Strict):
     """The last scorestream.dev/rollback-to request handled."""
     message: str = ""
     """What the last request did, or why it did nothing."""
+    acted: bool | None = None
+    """Whether the last request was carried out (false: answered, with why not in message)."""
 
 
 class ScalingStatus(Strict):

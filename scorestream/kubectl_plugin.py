@@ -11,7 +11,7 @@ user (their kubeconfig, context and RBAC):
   spec.restartNonce): the operator acts on them and records what it did in status, so GitOps
   tools and `kubectl get -o yaml` see every request. Nothing here talks to the job directly.
 
-Exit codes: 0 done; 1 refused or failed (not found, forbidden, nothing to act on); 2 printed what
+Exit codes: 0 done; 1 refused or failed (not found, forbidden, nothing to act on); 2 a usage error; 3 printed what
 the resource's status has, but the job did not answer through the proxy.
 """
 
@@ -33,7 +33,7 @@ from scorestream.operator import spec as s
 from scorestream.operator.desired import HTTP_PORT, Names
 from scorestream.operator.rollout import rollback_value
 
-UNREACHABLE = 2
+UNREACHABLE = 3  # not 2: argparse exits 2 on a usage error
 
 
 class PluginError(Exception):
@@ -335,7 +335,10 @@ def control(cluster: Cluster, name: str, key: str, value: str, wait: float) -> t
     if ms is None:
         raise PluginError(f"{annotation}={value} set, but the operator did not record it handled within {wait:g}s "
                           "(is it running and watching this namespace?)")
-    result["handled"] = ms["status"]["controls"].get("message", "")
+    handled = ms["status"]["controls"]
+    result["handled"] = handled.get("message", "")
+    if handled.get("acted") is False:  # answered, not carried out (the trial ended meanwhile...)
+        raise PluginError(f"the operator did not act on {annotation}={value}: {result['handled']}")
     return result, 0
 
 

@@ -189,10 +189,10 @@ async def test_status_models_stats_through_the_service_proxy(api, operator, job,
     assert "wine-tree 1" in (await plugin(viewer, "models", "wine", "-n", api.ns)).stdout
     refused = await plugin(viewer, "restart", "wine", "-n", api.ns, check=False)
     assert refused.returncode == 1 and "forbidden by RBAC" in refused.stderr
-    # ... and a job that does not answer: what status has is still shown, with exit code 2.
+    # ... and a job that does not answer: what status has is still shown, with exit code 3.
     await job.runner.cleanup()
     gone = await plugin(admin, "models", "wine", "-n", api.ns, check=False)
-    assert gone.returncode == 2 and "unreachable" in gone.stdout and "service proxy" in gone.stdout
+    assert gone.returncode == 3 and "unreachable" in gone.stdout and "service proxy" in gone.stdout
     assert "History (status.model.history" in gone.stdout and "wine-tree 1" in gone.stdout
 
 
@@ -278,6 +278,13 @@ async def test_promote_rollback_abort_restart_end_to_end(api, operator, job, bro
     await until(lambda: condition(api, "wine", "ModelReady").get("reason") == "RolledBack", what="aborted")
     assert status(api)["model"]["rollout"]["phase"] == "RolledBack" and status(api)["model"]["current"]["version"] == "2"
     assert events(api, "CandidateAborted")
+
+    # A request written by hand with nothing to act on is answered (acted: false, a Warning), not retried.
+    api.patch(MS, "wine", {"metadata": {"annotations": {s.PROMOTE_ANNOTATION: "by-hand-1"}}})
+    answered = await until(lambda: (status(api).get("controls") or {}).get("promote") == "by-hand-1"
+                           and status(api)["controls"], what="the request answered")
+    assert answered["acted"] is False and "no candidate is on trial" in answered["message"]
+    assert (await until(lambda: events(api, "ControlIgnored"), what="ControlIgnored"))[0]["type"] == "Warning"
 
     # restart: spec.restartNonce rolls the driver's pod template.
     sts = lambda: obj(api, "apps/v1/statefulsets", "wine-driver")["spec"]["template"]["metadata"]["annotations"]

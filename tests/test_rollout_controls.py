@@ -27,7 +27,7 @@ def test_promote_publishes_the_candidate_as_serving_once():
     asked = rollout.manual(sp, prev, rollout.Requests(promote="r1"), NOW)
     main = publish.descriptor(sp)
     assert asked.step.publish == main and asked.step.withdraw and asked.step.verdict == "promote"
-    assert asked.handled["promote"] == "r1" and asked.event[0] == "CandidatePromotedByRequest"
+    assert asked.handled["promote"] == "r1" and asked.handled["acted"] and asked.event[0] == "CandidatePromotedByRequest"
     # The status records it: the same request is not acted on again.
     again = rollout.manual(sp, {**prev, "controls": asked.handled}, rollout.Requests(promote="r1"), NOW)
     assert again.step is None and again.event is None
@@ -62,7 +62,7 @@ def test_a_request_with_nothing_to_act_on_is_answered_not_retried():
     assert asked.step is None and asked.event[2] and "no candidate is on trial" in asked.event[1]
     assert asked.handled["abort"] == "a1"  # abort first; promote at the next reconcile
     nxt = rollout.manual(sp, {"controls": asked.handled}, rollout.Requests(promote="r1", abort="a1"), NOW)
-    assert nxt.handled == {"abort": "a1", "promote": "r1", "message": nxt.handled["message"]}
+    assert nxt.handled == {"abort": "a1", "promote": "r1", "message": nxt.handled["message"], "acted": False}
 
 
 def served(version: str, sp: s.ModelServingSpec, outcome: str) -> dict:
