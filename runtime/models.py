@@ -72,7 +72,7 @@ class LoadedModel:
 class ModelLoader:
     """Turns descriptors into checked models. ``add_file`` hands a file to the executors;
     ``describe_pmml`` parses a PMML file in the JVM; ``check_tensorflow`` loads a handed-out
-    SavedModel archive where TensorFlow runs (a Python worker), and scores a row with it."""
+    SavedModel or frozen-graph archive where TensorFlow runs (a Python worker), and scores a row with it."""
 
     def __init__(self, config: JobConfig, add_file: Callable[[str], None], describe_pmml: Callable[[str], dict],
                  check_tensorflow: Callable[[str, int], None], run_verifier: Callable[[str], str] | None = None,
@@ -142,21 +142,34 @@ class ModelLoader:
         if not inputs:
             raise ModelRejected("a TensorFlow model needs its input order: set inputs in the descriptor or input.fields")
         self._check_inputs(list(inputs))
-        if isinstance(content, Path):
-            digest = _folder_digest(content)
-            folder = content
-            stem = self._stem(d, digest)
+        if d.graph is not None:
+            # A frozen graph: its bytes and names are shipped as they are; TensorFlow parses them
+            # in the worker that scores (check_tensorflow), never in the driver.
+            if isinstance(content, Path):
+                raise ModelRejected(f"{d.location} is a folder, not a frozen graph (a binary GraphDef)")
+            names = d.graph.model_dump_json().encode()
+            # The names choose the tensors: the same bytes under other names are another model.
+            digest = hashlib.sha256(content + b"\0" + names).hexdigest()
+            archive = self.dir / f"{self._stem(d, digest)}.graph.zip"
+            if not archive.exists():
+                tf_model.graph_archive(content, d.graph, archive.with_suffix(".tmp"))
+                archive.with_suffix(".tmp").replace(archive)
         else:
-            digest = hashlib.sha256(content).hexdigest()
-            stem = self._stem(d, digest)
-            try:
-                folder = tf_model.unpack(content, self.dir / stem, self.config.artifacts)
-            except ValueError as e:
-                raise ModelRejected(str(e)) from None
-        archive = self.dir / f"{stem}.zip"
-        if not archive.exists():
-            tf_model.archive(folder, archive.with_suffix(".tmp"))
-            archive.with_suffix(".tmp").replace(archive)
+            if isinstance(content, Path):
+                digest = _folder_digest(content)
+                folder = content
+                stem = self._stem(d, digest)
+            else:
+                digest = hashlib.sha256(content).hexdigest()
+                stem = self._stem(d, digest)
+                try:
+                    folder = tf_model.unpack(content, self.dir / stem, self.config.artifacts)
+                except ValueError as e:
+                    raise ModelRejected(str(e)) from None
+            archive = self.dir / f"{stem}.zip"
+            if not archive.exists():
+                tf_model.archive(folder, archive.with_suffix(".tmp"))
+                archive.with_suffix(".tmp").replace(archive)
         self.add_file(str(archive))
         self.check_tensorflow(archive.name, len(inputs))
         report = None

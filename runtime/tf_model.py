@@ -1,10 +1,15 @@
-"""TensorFlow SavedModels: unpack, load once per Python worker, predict a batch.
+"""TensorFlow SavedModels and frozen graphs: unpack, load once per Python worker, predict a batch.
+
+A frozen graph (a binary GraphDef, variables folded into constants) travels to the executors as
+our own archive too: ``frozen_graph.pb`` and ``graph.json`` (the descriptor's ``TensorFlowGraph``,
+its tensor names), so one SparkFiles name and one cache serve both kinds.
 
 Imported lazily: a job that serves only PMML never loads TensorFlow.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -17,10 +22,14 @@ import numpy as np
 import pyarrow as pa
 
 from scorestream import artifacts
+from scorestream.api.descriptor import TensorFlowGraph
 from scorestream.config import ArtifactPolicy
 
 _lock = threading.Lock()
-_loaded: dict[str, "SavedModel"] = {}
+_loaded: dict[str, "SavedModel | FrozenGraph"] = {}
+
+GRAPH_FILE = "frozen_graph.pb"
+GRAPH_NAMES_FILE = "graph.json"
 
 
 def _tf():
@@ -98,6 +107,84 @@ def load(folder: Path) -> SavedModel:
     return saved
 
 
+def graph_archive(graph_def: bytes, names: TensorFlowGraph, target: Path) -> Path:
+    """Zip a frozen graph with its tensor names, to hand it to executors as one file."""
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(GRAPH_FILE, graph_def)
+        z.writestr(GRAPH_NAMES_FILE, names.model_dump_json())
+    return target
+
+
+@dataclass
+class FrozenGraph:
+    """A GraphDef imported once into a function pruned to its input and output tensors: called
+    like a SavedModel's signature, one call per batch."""
+
+    fn: object
+    input_name: str
+    output_name: str
+    n_inputs: int
+    dtype: object
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        tf = _tf()
+        return np.asarray(self.fn(tf.constant(x, dtype=self.dtype)))
+
+
+# Ops that are no model output even when nothing reads them.
+_NOT_SINKS = {"NoOp", "Placeholder", "Const", "Assert", "SaveV2", "RestoreV2"}
+
+
+def _tensor(name: str) -> str:
+    return name if ":" in name else f"{name}:0"
+
+
+def infer_names(graph_def, names: TensorFlowGraph) -> tuple[str, str]:
+    """The input and output tensors: as named, else the one Placeholder and the one sink (an op
+    whose outputs no other op reads). Ambiguity is a reason, never a guess."""
+    given_in, given_out = names.input, names.output
+    if given_in is None:
+        placeholders = [n.name for n in graph_def.node if n.op == "Placeholder"]
+        if len(placeholders) != 1:
+            raise ValueError(f"frozen graph has {len(placeholders)} Placeholder ops "
+                             f"({', '.join(placeholders[:5]) or 'none'}); name the input in graph.input")
+        given_in = placeholders[0]
+    if given_out is None:
+        read = {i.lstrip("^").split(":")[0] for n in graph_def.node for i in n.input}
+        sinks = [n.name for n in graph_def.node if n.name not in read and n.op not in _NOT_SINKS]
+        if len(sinks) != 1:
+            raise ValueError(f"frozen graph has {len(sinks)} sinks ({', '.join(sinks[:5]) or 'none'}); "
+                             f"name the output in graph.output")
+        given_out = sinks[0]
+    return _tensor(given_in), _tensor(given_out)
+
+
+def load_graph(graph_def_bytes: bytes, names: TensorFlowGraph) -> FrozenGraph:
+    """Import a frozen GraphDef once (``wrap_function`` + ``import_graph_def``, as TensorFlow 2
+    runs a TF1 graph) and prune it to one (None, n) input and one output."""
+    tf = _tf()
+    graph_def = tf.compat.v1.GraphDef()
+    try:
+        graph_def.ParseFromString(graph_def_bytes)
+    except Exception as e:  # protobuf's DecodeError: the bytes are not a GraphDef
+        raise ValueError(f"frozen graph is not a binary GraphDef: {e}") from None
+    if not graph_def.node:
+        raise ValueError("frozen graph has no ops")
+    input_name, output_name = infer_names(graph_def, names)
+    wrapped = tf.compat.v1.wrap_function(lambda: tf.compat.v1.import_graph_def(graph_def, name=""), [])
+    graph = wrapped.graph
+    try:
+        x, y = graph.get_tensor_by_name(input_name), graph.get_tensor_by_name(output_name)
+    except (KeyError, ValueError) as e:
+        raise ValueError(f"frozen graph: {e}") from None
+    if x.shape.rank != 2 or x.shape[1] is None:
+        raise ValueError(f"frozen graph input {input_name!r} has shape {x.shape}; (None, n) is supported")
+    fn = wrapped.prune(x, y)
+    model = FrozenGraph(fn, input_name, output_name, int(x.shape[1]), x.dtype)
+    model._keep = wrapped  # the pruned function needs its graph alive
+    return model
+
+
 def check_shipped(name: str, n_inputs: int) -> str | None:
     """What the driver asks before a SavedModel may serve, answered in the Python worker that will
     score with it: load the archive handed out through SparkFiles and score a row of zeros. None
@@ -117,19 +204,23 @@ def check_shipped(name: str, n_inputs: int) -> str | None:
         return f"tensorflow model does not load: {type(e).__name__}: {text[0][:300]}" if text else type(e).__name__
 
 
-def cached(archive_path: str) -> SavedModel:
+def cached(archive_path: str) -> SavedModel | FrozenGraph:
     """The model in a SparkFiles archive, unpacked and loaded once per Python worker."""
     with _lock:
         model = _loaded.get(archive_path)
         if model is None:
-            folder = Path(tempfile.mkdtemp(prefix="scorestream-tf-"))
-            try:
-                # Our own archive (archive() of a folder the driver checked), not a message's.
-                with zipfile.ZipFile(archive_path) as z:
-                    z.extractall(folder)
-                model = load(saved_model_folder(folder))
-            finally:
-                shutil.rmtree(folder, ignore_errors=True)  # the loaded graph no longer needs them
+            # Our own archive (archive() or graph_archive() of what the driver checked), not a message's.
+            with zipfile.ZipFile(archive_path) as z:
+                if GRAPH_FILE in z.namelist():
+                    names = TensorFlowGraph.model_validate_json(z.read(GRAPH_NAMES_FILE))
+                    model = load_graph(z.read(GRAPH_FILE), names)
+                else:
+                    folder = Path(tempfile.mkdtemp(prefix="scorestream-tf-"))
+                    try:
+                        z.extractall(folder)
+                        model = load(saved_model_folder(folder))
+                    finally:
+                        shutil.rmtree(folder, ignore_errors=True)  # the loaded graph no longer needs them
             if len(_loaded) >= 4:  # swapped-out models: let them go
                 _loaded.clear()
             _loaded[archive_path] = model

@@ -25,7 +25,22 @@ def test_report_protobuf_descriptor_is_accepted():
     assert d.version.startswith("sha256:")
     loc = messages.ModelDescriptorProto(name="tf", dataType="wine", modeltype=1, location="/models/tf/1")
     d = descriptor.decode(loc.SerializeToString())
-    assert (d.format, d.location, d.data) == ("tensorflow", "/models/tf/1", None)
+    assert (d.format, d.location, d.data, d.graph) == ("tensorflow", "/models/tf/1", None, None)
+
+
+def test_report_frozen_graph_is_a_tensorflow_graph_with_inferred_names():
+    msg = messages.ModelDescriptorProto(name="graph", dataType="wine", modeltype=0, data=b"graphdef")
+    d = descriptor.decode(msg.SerializeToString())
+    assert (d.format, d.data, d.graph) == ("tensorflow", b"graphdef", descriptor.TensorFlowGraph())
+    assert d.version.startswith("sha256:")
+
+
+def test_json_frozen_graph_round_trip():
+    d = ModelDescriptor(name="g", version="1", dataType="wine", format="tensorflow", data=b"graphdef",
+                        graph=descriptor.TensorFlowGraph(input="features:0", output="Identity:0"))
+    doc = json.loads(d.to_json_bytes())
+    assert doc["graph"] == {"input": "features:0", "output": "Identity:0"}
+    assert descriptor.decode(d.to_json_bytes()) == d
 
 
 @pytest.mark.parametrize(
@@ -37,7 +52,12 @@ def test_report_protobuf_descriptor_is_accepted():
         (json.dumps({"name": "x", "version": "1", "dataType": "w", "format": "onnx", "data": "AA=="}).encode(), "format"),
         (json.dumps({"name": "x", "version": "1", "dataType": "w", "format": "pmml"}).encode(), "exactly one of data and location"),
         (json.dumps({"name": "x", "version": "1", "dataType": "w", "format": "pmml", "data": "%%%"}).encode(), "not base64"),
-        (messages.ModelDescriptorProto(name="g", dataType="w", modeltype=0, data=b"x").SerializeToString(), "frozen graph"),
+        (json.dumps({"name": "x", "version": "1", "dataType": "w", "format": "pmml", "data": "AA==",
+                     "graph": {}}).encode(), "graph .* needs format tensorflow"),
+        (json.dumps({"name": "x", "version": "1", "dataType": "w", "format": "tensorflow", "data": "AA==",
+                     "graph": {"inputs": ["a"]}}).encode(), "graph.inputs"),
+        (messages.ModelDescriptorProto(name="g", dataType="w", modeltype=7, data=b"x").SerializeToString(),
+         "modeltype 7 is unknown"),
         (messages.ModelDescriptorProto(name="g", dataType="w", modeltype=2).SerializeToString(), "neither data nor location"),
         (b"\xff\xff\xff\xff", "nor a protobuf ModelDescriptor"),
     ],

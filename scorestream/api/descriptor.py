@@ -38,6 +38,19 @@ class CandidateRole(BaseModel):
         return round(self.percent * 100) if self.strategy == "Canary" else 0
 
 
+class TensorFlowGraph(BaseModel):
+    """Set on a TensorFlow descriptor: its bytes are a frozen graph (a binary GraphDef, all
+    variables constants), not a SavedModel archive. A GraphDef has no signature, so the tensors to
+    feed and fetch are named here (``op:0`` or ``op``); one left out is inferred where the graph has
+    exactly one Placeholder (the input) or exactly one sink, an op no other op reads (the output)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # The one dense (None, n) float input, fed the record's fields in `inputs` order.
+    input: str | None = Field(None, min_length=1)
+    output: str | None = Field(None, min_length=1)
+
+
 class BadModelMessage(ValueError):
     """A message on the models topic that is not a model descriptor, with what it says of itself
     where that could be read (so a rejection names the model, not only where its message was)."""
@@ -62,7 +75,10 @@ class ModelDescriptor(BaseModel):
     format: Format
     # Ordered input fields for a TensorFlow model with one dense input tensor.
     inputs: list[str] | None = None
-    # Exactly one of: the model itself (a PMML document, or a SavedModel as a zip/tar archive),
+    # Set (format tensorflow): `data`/`location` is a frozen GraphDef, not a SavedModel.
+    graph: TensorFlowGraph | None = None
+    # Exactly one of: the model itself (a PMML document, a SavedModel as a zip/tar archive, or a
+    # frozen graph's GraphDef bytes),
     # or where to get it (file://, http(s)://, a path, or s3:// and gs:// with fsspec).
     data: bytes | None = None
     location: str | None = None
@@ -75,6 +91,8 @@ class ModelDescriptor(BaseModel):
     def _one_source(self) -> ModelDescriptor:
         if (self.data is None) == (self.location is None):
             raise ValueError("exactly one of data and location must be set")
+        if self.graph is not None and self.format != "tensorflow":
+            raise ValueError("graph (a frozen TensorFlow graph) needs format tensorflow")
         return self
 
     @property
@@ -88,7 +106,13 @@ class ModelDescriptor(BaseModel):
         return json.dumps(doc).encode()
 
 
-_PROTO_FORMATS = {1: "tensorflow", 2: "pmml"}
+# ModelDescriptor.modeltype -> (format, graph): TENSORFLOW is a frozen GraphDef, its tensor names
+# inferred (the report's message carries none); TENSORFLOWSAVED a SavedModel.
+_PROTO_FORMATS: dict[int, tuple[Format, TensorFlowGraph | None]] = {
+    0: ("tensorflow", TensorFlowGraph()),
+    1: ("tensorflow", None),
+    2: ("pmml", None),
+}
 
 
 def decode(value: bytes | None, headers: dict[str, bytes] | None = None) -> ModelDescriptor:
@@ -132,10 +156,10 @@ def _decode_proto(value: bytes) -> ModelDescriptor:
     content = msg.data if source == "data" else msg.location.encode()
     # The report's message has no version: the content names it.
     version = "sha256:" + hashlib.sha256(content).hexdigest()[:12] if source is not None else None
-    if msg.modeltype not in _PROTO_FORMATS:
-        raise BadModelMessage(
-            "ModelDescriptor.modeltype TENSORFLOW (a frozen graph) is not supported; "
-            "export a SavedModel and send TENSORFLOWSAVED", msg.name or msg.dataType, version, msg.dataType)
+    if msg.modeltype not in _PROTO_FORMATS:  # a proto3 enum keeps values it does not know
+        raise BadModelMessage(f"ModelDescriptor.modeltype {msg.modeltype} is unknown", msg.name or msg.dataType,
+                              version, msg.dataType)
+    fmt, graph = _PROTO_FORMATS[msg.modeltype]
     if source is None:
         raise BadModelMessage("ModelDescriptor has neither data nor location", msg.name or msg.dataType, None,
                               msg.dataType)
@@ -145,7 +169,8 @@ def _decode_proto(value: bytes) -> ModelDescriptor:
             version=version,
             description=msg.description,
             dataType=msg.dataType,
-            format=_PROTO_FORMATS[msg.modeltype],
+            format=fmt,
+            graph=graph,
             data=msg.data if source == "data" else None,
             location=msg.location if source == "location" else None,
         )

@@ -1,7 +1,8 @@
 """The demo's own models, trained on the packaged wine data: users need no files of ours.
 
 A scikit-learn decision tree and a linear regression exported to PMML with nyoka, and a small
-Keras network exported as a TensorFlow SavedModel (zipped, as a model message carries it).
+Keras network exported as a TensorFlow SavedModel (zipped, as a model message carries it) or
+frozen into a GraphDef.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scorestream.api.descriptor import ModelDescriptor
+from scorestream.api.descriptor import ModelDescriptor, TensorFlowGraph
 from scorestream.demo.feed import WINE_COLUMNS, wine_rows
 
 
@@ -98,12 +99,10 @@ def _cell(v) -> str:
     return v if isinstance(v, str) else repr(float(v))
 
 
-def keras_savedmodel_zip(rows=None, epochs: int = 15) -> bytes:
-    """A small classifier over quality 0..9, exported as a SavedModel and zipped."""
+def _keras(rows, epochs: int):
+    """A small classifier over quality 0..9, trained the same way for every export of it."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import keras
-
-    from scorestream.runtime import tf_model
 
     x, y = _frame(rows or wine_rows())
     keras.utils.set_random_seed(0)
@@ -114,6 +113,14 @@ def keras_savedmodel_zip(rows=None, epochs: int = 15) -> bytes:
     )
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     model.fit(x.to_numpy(np.float32), y.astype(np.int32), epochs=epochs, batch_size=64, verbose=0)
+    return model
+
+
+def keras_savedmodel_zip(rows=None, epochs: int = 15) -> bytes:
+    """The Keras classifier exported as a SavedModel and zipped."""
+    from scorestream.runtime import tf_model
+
+    model = _keras(rows, epochs)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "saved"
         model.export(str(folder), verbose=False)
@@ -121,7 +128,26 @@ def keras_savedmodel_zip(rows=None, epochs: int = 15) -> bytes:
         return archive.read_bytes()
 
 
-def descriptor(name: str, version: str, fmt: str, data: bytes, data_type: str = "wine", description: str = "") -> ModelDescriptor:
+# The frozen graph's tensors, as keras_frozen_graph names them.
+FROZEN_INPUT, FROZEN_OUTPUT = "features:0", "Identity:0"
+
+
+def keras_frozen_graph(rows=None, epochs: int = 15) -> bytes:
+    """The Keras classifier frozen into a binary GraphDef, as the report's TENSORFLOW models are:
+    its variables folded into constants (``convert_variables_to_constants_v2``), one Placeholder
+    ``features`` (None, 11) and one output ``Identity`` (None, 10)."""
+    import tensorflow as tf
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    model = _keras(rows, epochs)
+    spec = tf.TensorSpec((None, 11), tf.float32, name=FROZEN_INPUT.split(":")[0])
+    frozen = convert_variables_to_constants_v2(tf.function(lambda x: model(x)).get_concrete_function(spec))
+    assert [t.name for t in frozen.inputs] == [FROZEN_INPUT] and [t.name for t in frozen.outputs] == [FROZEN_OUTPUT]
+    return frozen.graph.as_graph_def().SerializeToString()
+
+
+def descriptor(name: str, version: str, fmt: str, data: bytes, data_type: str = "wine", description: str = "",
+               graph: TensorFlowGraph | None = None) -> ModelDescriptor:
     return ModelDescriptor(
         name=name,
         version=version,
@@ -130,4 +156,5 @@ def descriptor(name: str, version: str, fmt: str, data: bytes, data_type: str = 
         format=fmt,
         inputs=list(WINE_COLUMNS) if fmt == "tensorflow" else None,
         data=data,
+        graph=graph,
     )

@@ -1,0 +1,154 @@
+"""TensorFlow frozen graphs (#16): the demo's Keras model frozen into a GraphDef, served by the job
+through the same vectorised path as a SavedModel, from a JSON descriptor (``graph``) or the
+report's protobuf ``ModelDescriptor`` type ``TENSORFLOW``."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from scorestream.api import messages
+from scorestream.api.descriptor import TensorFlowGraph
+from scorestream.api.verification import Sample
+from scorestream.demo import feed, models
+
+from streaming import Stream, wait_until
+
+ROWS = 1599
+
+
+@pytest.fixture(scope="module")
+def frozen_graph() -> bytes:
+    return models.keras_frozen_graph(feed.wine_rows(), epochs=3)
+
+
+def tensorflow_reference(graph: bytes, rows) -> np.ndarray:
+    """What TensorFlow itself computes: the GraphDef run in a TF1 Session, not through our loader."""
+    import tensorflow as tf
+
+    gd = tf.compat.v1.GraphDef()
+    gd.ParseFromString(graph)
+    with tf.Graph().as_default() as g:
+        tf.compat.v1.import_graph_def(gd, name="")
+        with tf.compat.v1.Session(graph=g) as sess:
+            return sess.run(models.FROZEN_OUTPUT, {models.FROZEN_INPUT: np.asarray([r[:11] for r in rows], np.float32)})
+
+
+def test_names_inferred_or_given_and_wrong_ones_refused(frozen_graph):
+    from scorestream.runtime import tf_model
+
+    inferred = tf_model.load_graph(frozen_graph, TensorFlowGraph())
+    assert (inferred.input_name, inferred.output_name, inferred.n_inputs) == (models.FROZEN_INPUT,
+                                                                              models.FROZEN_OUTPUT, 11)
+    named = tf_model.load_graph(frozen_graph, TensorFlowGraph(input="features", output="Identity:0"))
+    x = np.asarray([r[:11] for r in feed.wine_rows()[:50]], np.float32)
+    np.testing.assert_array_equal(named.predict(x), inferred.predict(x))
+    # An inner tensor may be chosen as the output: the graph is pruned to it.
+    import tensorflow as tf
+
+    gd = tf.compat.v1.GraphDef()
+    gd.ParseFromString(frozen_graph)
+    (relu,) = [n.name for n in gd.node if n.op == "Relu"]
+    assert tf_model.load_graph(frozen_graph, TensorFlowGraph(output=relu)).predict(x).shape == (50, 32)
+    with pytest.raises(ValueError, match="no-such-op"):
+        tf_model.load_graph(frozen_graph, TensorFlowGraph(output="no-such-op:0"))
+    with pytest.raises(ValueError, match="not a binary GraphDef"):
+        tf_model.load_graph(b"x", TensorFlowGraph())
+
+
+@pytest.mark.spark
+@pytest.mark.broker
+def test_frozen_graph_served_equals_tensorflow_on_all_rows(serving, frozen_graph):
+    rows = feed.wine_rows()
+    assert len(rows) == ROWS
+    want = tensorflow_reference(frozen_graph, rows)
+    s = serving(dataTypes=["graph", "proto"])
+    # JSON descriptor with the tensor names given, and a sample to verify before it serves: the
+    # first 50 rows, each expecting TensorFlow's class.
+    sample = [dict(json.loads(feed.wine_json(r, "graph")), expected=int(k)) for r, k in zip(rows[:50], want.argmax(1))]
+    graph = models.descriptor("frozen", "1", "tensorflow", frozen_graph, data_type="graph",
+                              graph=TensorFlowGraph(input=models.FROZEN_INPUT, output=models.FROZEN_OUTPUT))
+    s.publish(graph.model_copy(update={"verification": Sample(records=sample, expectedField="expected", tolerance=0)}))
+    # The report's protobuf message, type TENSORFLOW: no names, no version; both inferred.
+    proto = messages.ModelDescriptorProto(name="report-graph", dataType="proto", modeltype=0, data=frozen_graph)
+    feed.publish_raw(s.broker.bootstrap, s.topics["models"], s.key("proto"), proto.SerializeToString())
+    job = s.start().wait_ready()
+    serving_now = job.get("/models")["serving"]
+    assert serving_now["graph"]["name"] == "frozen" and serving_now["proto"]["format"] == "tensorflow"
+    assert serving_now["proto"]["name"] == "report-graph" and serving_now["proto"]["version"].startswith("sha256:")
+    verified = serving_now["graph"]["verification"]
+    assert [(x["set"], x["records"], x["failed"]) for x in verified["sets"]] == [("sample", 50, 0)], verified
+    n = s.produce(feed.wine_records(rows, "graph")) + s.produce(feed.wine_records(rows, "proto"))
+    job.wait_records(n)
+    out = s.outputs(expect=n)
+    # A graph whose output is not in it is rejected with the reason; the served one stays.
+    s.publish(graph.model_copy(update={"version": "bad", "graph": TensorFlowGraph(output="no-such-op:0")}))
+    wait_until(lambda: any(r["model"] == "frozen:bad" for r in job.get("/models")["rejected"]), timeout=60,
+               what="the bad graph rejected")
+    reason = next(r["reason"] for r in job.get("/models")["rejected"] if r["model"] == "frozen:bad")
+    assert "no-such-op" in reason, reason
+    assert job.get("/models")["serving"]["graph"]["version"] == "1"
+    assert job.stop() == 0
+    assert len(out) == n and s.read("dlq", idle=1.0) == []
+
+    worst = 0.0
+    for dt, name in (("graph", "frozen"), ("proto", "report-graph")):
+        got = sorted((o for o in out if o["key"].startswith(f"{dt}-")), key=lambda o: int(o["key"].split("-")[1]))
+        assert len(got) == ROWS
+        have = np.asarray([[o["outputs"][str(k)] for k in range(10)] for o in got])
+        np.testing.assert_allclose(have, want, rtol=1e-6, atol=1e-7)
+        assert [o["prediction"] for o in got] == [float(k) for k in np.argmax(want, axis=1)]
+        assert {o["model"]["name"] for o in got} == {name}
+        worst = max(worst, float(np.abs(have - want).max()))
+    print(f"frozen graph vs TensorFlow over {ROWS} rows x 2 descriptors: max abs difference {worst:.3g}")
+
+
+@pytest.mark.spark
+@pytest.mark.broker
+def test_frozen_graph_swapped_mid_stream_with_savedmodel_and_pmml(serving, demo_models, frozen_graph):
+    graph = models.descriptor("frozen", "5", "tensorflow", frozen_graph, graph=TensorFlowGraph())
+    s = serving()
+    s.publish(demo_models["keras"])
+    job = s.start().wait_ready()
+    # Warm up: the first batch starts Python workers and imports TensorFlow in them.
+    s.produce(feed.wine_records(feed.wine_rows()[:100], start=100000))
+    job.wait_records(100)
+    stream = Stream(s, total=10**9, pause=0.25)
+    stream.start()
+    swaps = {}
+
+    def swap(d, after: int) -> None:
+        wait_until(lambda: job.get("/stats")["totals"]["recordsIn"] >= after, what=f"{after} records")
+        t0 = time.monotonic()
+        s.publish(d)
+        wait_until(lambda: job.get("/models")["serving"]["wine"]["name"] == d.name, timeout=120, what=f"{d.name} serving")
+        swaps[d.label] = time.monotonic() - t0
+        wait_until(lambda: job.get("/stats")["dataTypes"]["wine"]["name"] == d.name
+                   and job.get("/stats")["dataTypes"]["wine"]["invocations"] > 0, timeout=180, what=f"{d.name} scoring")
+
+    try:
+        swap(graph, 1100)                 # SavedModel -> frozen graph
+        swap(demo_models["tree"], job.get("/stats")["totals"]["recordsIn"] + 1000)  # frozen graph -> PMML
+        swap(graph.model_copy(update={"version": "6"}), job.get("/stats")["totals"]["recordsIn"] + 1000)  # PMML -> graph
+    except TimeoutError as e:
+        raise AssertionError(f"{e}; stream sent {stream.sent}, error {stream.error!r}; job log:\n{job.tail(60)}") from None
+    sent = stream.stop()
+    assert stream.error is None
+    stats = job.wait_records(sent + 100)
+    print("publish -> serving (s): " + ", ".join(f"{k} {v:.2f}" for k, v in swaps.items()))
+
+    out = [o for o in s.outputs(expect=sent + 100) if int(o["key"].split("-")[1]) < 100000]
+    assert len(out) == sent and len({o["key"] for o in out}) == sent, "every record scored exactly once"
+    per_batch: dict[int, set] = {}
+    for o in out:
+        per_batch.setdefault(o["batchId"], set()).add((o["model"]["name"], o["model"]["version"]))
+    mixed = {b: v for b, v in per_batch.items() if len(v) > 1}
+    assert not mixed, f"batches scored by two versions: {mixed}"
+    order = [next(iter(per_batch[b])) for b in sorted(per_batch)]
+    changes = [m for i, m in enumerate(order) if i == 0 or order[i - 1] != m]
+    assert changes == [("keras", "3"), ("frozen", "5"), ("tree", "1"), ("frozen", "6")]
+    assert stats["totals"]["modelSwitches"] == 3
+    assert job.stop() == 0
