@@ -371,11 +371,14 @@ HELP = "score a model's verification records and a sample as the job does before
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model_file", help="a PMML file, or a TensorFlow SavedModel (folder, zip or tar)")
+    p.add_argument("model_file", help="a PMML file, a TensorFlow SavedModel (folder, zip or tar),"
+                                      " or a frozen graph (a binary GraphDef, .pb)")
     p.add_argument("--inputs", help="a TensorFlow model's input fields, in order, comma-separated"
                                     " (default: the first sample record's numeric fields)")
     p.add_argument("--sample", help="records in the input format, one JSON object per line")
     p.add_argument("--format", choices=["pmml", "tensorflow"], default=None, help="default: from the file")
+    p.add_argument("--graph-input", default=None, help="a frozen graph's input tensor (default: its one Placeholder)")
+    p.add_argument("--graph-output", default=None, help="a frozen graph's output tensor (default: its one sink)")
     p.add_argument("--min-share", type=float, default=1.0, help="share of records that must yield a prediction (1)")
     p.add_argument("--expected-field", default=None, help="the record field holding the expected prediction")
     p.add_argument("--tolerance", type=float, default=1e-6, help="absolute tolerance for expected predictions")
@@ -408,7 +411,7 @@ def process_runner() -> RunVerifier:
 
 def cli(args: argparse.Namespace) -> int:
     path = Path(args.model_file)
-    fmt = args.format or ("tensorflow" if path.is_dir() or path.suffix in (".zip", ".tar", ".gz") else "pmml")
+    fmt = args.format or ("tensorflow" if path.is_dir() or path.suffix in (".zip", ".tar", ".gz", ".pb") else "pmml")
     if not path.exists():
         print(f"{path}: not found", file=sys.stderr)
         return 2
@@ -427,7 +430,7 @@ def cli(args: argparse.Namespace) -> int:
         report = VerificationReport(model=str(path), format="tensorflow", seconds=0.0, timeoutSeconds=args.timeout)
     else:
         inputs = args.inputs.split(",") if args.inputs else _numeric_fields(sample.records[0], args.expected_field)
-        report = verify_tensorflow(local_filler(_saved_model(path)), process_runner(), label=str(path),
+        report = verify_tensorflow(local_filler(_tensorflow_model(path, args)), process_runner(), label=str(path),
                                    inputs=inputs, sample=sample, timeout=args.timeout)
     if args.json:
         print(report.model_dump_json(indent=2))
@@ -441,14 +444,21 @@ def _numeric_fields(record: dict[str, Any], expected: str | None) -> list[str]:
     return [k for k, v in record.items() if k != expected and _number(v) is not None and not isinstance(v, str)]
 
 
-def _saved_model(path: Path) -> Callable[[str], Any]:
-    """``model_of`` for a SavedModel folder or archive: loaded as a Python worker loads it."""
+def _tensorflow_model(path: Path, args: argparse.Namespace) -> Callable[[str], Any]:
+    """``model_of`` for a SavedModel folder or archive, or a frozen graph: loaded as a Python
+    worker loads it (from the archive the job would ship)."""
     import tempfile
 
+    from scorestream.api.descriptor import TensorFlowGraph
     from scorestream.runtime import tf_model
 
     archive = path
-    if path.is_dir():
+    # A GraphDef's own file; saved_model.pb is a SavedModel's, not a graph.
+    if (path.is_file() and path.suffix == ".pb" and path.name != "saved_model.pb") or args.graph_input or args.graph_output:
+        names = TensorFlowGraph(input=args.graph_input, output=args.graph_output)
+        archive = Path(tempfile.mkdtemp(prefix="scorestream-verify-")) / "model.graph.zip"
+        tf_model.graph_archive(path.read_bytes(), names, archive)
+    elif path.is_dir():
         archive = Path(tempfile.mkdtemp(prefix="scorestream-verify-")) / "model.zip"
         tf_model.archive(path, archive)
     return lambda _route: tf_model.cached(str(archive))

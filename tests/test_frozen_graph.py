@@ -59,6 +59,29 @@ def test_names_inferred_or_given_and_wrong_ones_refused(frozen_graph):
         tf_model.load_graph(b"x", TensorFlowGraph())
 
 
+def test_cli_verifies_a_frozen_graph_against_a_sample(tmp_path, capsys, frozen_graph):
+    """``scorestream verify`` on a .pb: the sample scored by fill_slot as the job's worker does."""
+    from scorestream import cli
+
+    rows = feed.wine_rows()[:200]
+    want = tensorflow_reference(frozen_graph, rows).argmax(1)
+    path, good, tampered = tmp_path / "wine.pb", tmp_path / "good.jsonl", tmp_path / "tampered.jsonl"
+    path.write_bytes(frozen_graph)
+    records = [dict(json.loads(feed.wine_json(r)), expected=int(k)) for r, k in zip(rows, want)]
+    good.write_text("".join(json.dumps(r) + "\n" for r in records))
+    records[3]["expected"] += 1
+    tampered.write_text("".join(json.dumps(r) + "\n" for r in records))
+    common = ["--expected-field", "expected", "--tolerance", "0", "--inputs", ",".join(feed.WINE_COLUMNS)]
+    assert cli.main(["verify", str(path), "--sample", str(good), *common]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("PASS") and "(tensorflow)" in out, out
+    assert cli.main(["verify", str(path), "--sample", str(tampered), *common,
+                     "--graph-output", models.FROZEN_OUTPUT]) == 1
+    out = capsys.readouterr().out
+    # Records are counted from 1: the fourth is off by one class.
+    assert out.startswith("FAIL") and "1 failed" in out and "record 4: expected expected" in out, out
+
+
 @pytest.mark.spark
 @pytest.mark.broker
 def test_frozen_graph_served_equals_tensorflow_on_all_rows(serving, frozen_graph):
