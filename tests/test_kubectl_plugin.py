@@ -5,11 +5,11 @@ service proxy to the driver's Service.
 
 kwok runs no container, so nothing listens at the driver pod's IP. The API server proxies a
 service only to an endpoint address that is one of its target pod's IPs, and Endpoints refuse
-loopback addresses: so the stand-in listens on this machine's own (non-loopback) address, port
-8080 (the driver's container port), and the test writes that address into the driver pod's
-status as the pod's IP, the part a kubelet and CNI play. The endpoints controller then points the
-Service there, and the API server's proxy reaches the stand-in: nothing is mocked on the path
-from kubectl to the job's answer.
+loopback addresses: so the test makes a host of its own (tests/netns.py: a network namespace on a
+veth pair), writes that host's address into the driver pod's status as the pod's IP — the part a
+kubelet and CNI play — and forwards its port 8080 (the driver's container port) to the stand-in.
+The endpoints controller then points the Service there, and the API server's proxy reaches the
+stand-in: nothing is mocked on the path from kubectl to the job's answer.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -28,12 +27,13 @@ import yaml
 from aiohttp import web
 
 from scorestream.api import job_http as h
-from scorestream.demo.broker import create_topics
+from scorestream.demo.broker import create_topics, free_port
 from scorestream.demo.process import read_topic
 from scorestream.operator import spec as s
 from scorestream.operator.desired import CONFIG_HASH_ANNOTATION, HTTP_PORT
 
 from fake_job import FakeJob, model_info, serving_figures
+from netns import OwnHost, Unavailable
 from test_rollout import artifacts  # noqa: F401 - the demo models as files (module-scoped fixture)
 from operator_harness import (MS, Operator, api, apply, condition, driver_pod, events, obj,  # noqa: F401
                               operator_config, resource, topics, until)
@@ -41,17 +41,6 @@ from operator_harness import (MS, Operator, api, apply, condition, driver_pod, e
 pytestmark = pytest.mark.broker
 
 BIN = Path(sys.executable).parent  # kubectl-scorestream, installed with the package
-
-
-def host_address() -> str | None:
-    """This machine's address on its default route (no packet is sent)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        try:
-            sock.connect(("198.51.100.1", 9))  # TEST-NET-2: any routed address will do
-        except OSError:
-            return None
-        address = sock.getsockname()[0]
-    return None if address.startswith("127.") else address
 
 
 class StandIn(FakeJob):
@@ -81,9 +70,10 @@ class StandIn(FakeJob):
 
 @pytest_asyncio.fixture
 async def job():
-    address = host_address()
-    if address is None:
-        pytest.skip("this machine has no non-loopback address for the API server's proxy to reach")
+    try:
+        host = OwnHost.make()
+    except Unavailable as e:
+        pytest.skip(f"no test host for the API server's proxy to reach: {e}")
     fake = StandIn()
     app = web.Application()
     for path, handler in (("/readyz", fake.readyz), ("/stats", fake.stats), ("/models", fake.models)):
@@ -92,13 +82,15 @@ async def job():
     runner = web.AppRunner(app)
     await runner.setup()
     try:
-        await web.TCPSite(runner, "0.0.0.0", HTTP_PORT).start()
-    except OSError as e:
+        port = free_port()
+        for address in ("127.0.0.1", host.ours):  # the operator's endpoint, and the proxied path
+            await web.TCPSite(runner, address, port).start()
+        await asyncio.to_thread(host.forward, HTTP_PORT, port)
+        fake.address, fake.url, fake.runner = host.address, f"http://127.0.0.1:{port}", runner
+        yield fake
+    finally:
         await runner.cleanup()
-        pytest.skip(f"port {HTTP_PORT} (the driver's) is taken on this machine: {e}")
-    fake.address, fake.url, fake.runner = address, f"http://127.0.0.1:{HTTP_PORT}", runner
-    yield fake
-    await runner.cleanup()
+        host.remove()
 
 
 @pytest_asyncio.fixture

@@ -1,0 +1,96 @@
+"""A test host of our own: a network namespace joined to this one by a veth pair.
+
+Some paths need an address that is neither loopback nor anyone else's: the API server proxies to a
+pod only at a non-loopback IP, and Endpoints refuse loopback addresses. The namespace's end of the
+pair plays the pod's IP; a forwarder inside it passes each connection to a port on our end of the
+pair, where the test's server listens. Traffic stays between the two namespaces. Needs root and
+iproute2 (`ip netns`); where either is missing, `OwnHost.make` says why.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+
+# Runs inside the namespace: every connection to :listen goes on to target:port.
+FORWARDER = """
+import asyncio, sys
+listen, target, port = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+async def pipe(reader, writer):
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    finally:
+        writer.close()
+async def handle(reader, writer):
+    up_reader, up_writer = await asyncio.open_connection(target, port)
+    await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer), return_exceptions=True)
+async def main():
+    server = await asyncio.start_server(handle, "0.0.0.0", listen)
+    print("ready", flush=True)
+    await server.serve_forever()
+asyncio.run(main())
+"""
+
+
+class Unavailable(RuntimeError):
+    pass
+
+
+def _ip(*args: str) -> None:
+    res = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if res.returncode != 0:
+        raise Unavailable(f"ip {' '.join(args)}: {res.stderr.strip()}")
+
+
+@dataclass
+class OwnHost:
+    name: str
+    ours: str  # our end of the pair (where the test's server listens)
+    address: str  # the namespace's end (the "pod IP")
+    forwarder: subprocess.Popen | None = None
+
+    @classmethod
+    def make(cls) -> "OwnHost":
+        tag = uuid.uuid4().hex[:6]
+        # 198.18.0.0/15 is set aside for testing (RFC 2544); a /30 of it joins only these two ends.
+        octet = int(tag[:2], 16)
+        host = cls(f"ss-{tag}", f"198.18.{octet}.1", f"198.18.{octet}.2")
+        try:
+            _ip("netns", "add", host.name)
+        except (Unavailable, FileNotFoundError) as e:
+            raise Unavailable(f"cannot make a network namespace here: {e}") from None
+        try:
+            _ip("link", "add", f"{host.name}-a", "type", "veth", "peer", "name", f"{host.name}-b")
+            _ip("link", "set", f"{host.name}-b", "netns", host.name)
+            _ip("addr", "add", f"{host.ours}/30", "dev", f"{host.name}-a")
+            _ip("link", "set", f"{host.name}-a", "up")
+            for args in (("addr", "add", f"{host.address}/30", "dev", f"{host.name}-b"),
+                         ("link", "set", f"{host.name}-b", "up"), ("link", "set", "lo", "up")):
+                _ip("netns", "exec", host.name, "ip", *args)
+        except Unavailable:
+            host.remove()
+            raise
+        return host
+
+    def forward(self, listen: int, port: int) -> None:
+        """Connections to `address:listen` reach `ours:port`."""
+        self.forwarder = subprocess.Popen(["ip", "netns", "exec", self.name, sys.executable, "-c", FORWARDER,
+                                           str(listen), self.ours, str(port)], stdout=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        line = self.forwarder.stdout.readline()
+        if line.strip() != "ready" or time.monotonic() > deadline:
+            self.remove()
+            raise Unavailable(f"the forwarder in {self.name} did not start")
+
+    def remove(self) -> None:
+        if self.forwarder is not None and self.forwarder.poll() is None:
+            self.forwarder.kill()
+            self.forwarder.wait(10)
+        # Deleting the namespace deletes its end of the pair, and with it ours.
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
+        subprocess.run(["ip", "link", "del", f"{self.name}-a"], capture_output=True)
