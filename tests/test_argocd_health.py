@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,6 +15,8 @@ import yaml
 from pydantic import ValidationError
 
 from scorestream.operator import reconciler, status
+
+from helm import installed_tool
 from scorestream.operator.spec import ModelServingSpec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -30,10 +31,7 @@ ARGO_STATUSES = {"Healthy", "Progressing", "Degraded", "Suspended", "Missing", "
 
 @pytest.fixture(scope="session")
 def lua() -> str:
-    path = shutil.which("lua5.1")
-    if path is None:
-        pytest.fail("lua5.1 not found: `make setup` installs it (Debian: lua5.1)")
-    return path
+    return installed_tool("lua5.1", "lua5.1")
 
 
 def lua_literal(value) -> str:

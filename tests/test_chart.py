@@ -17,13 +17,12 @@ import pytest
 import requests
 import yaml
 
-import helm as helm_tool
 from scorestream.operator import crd as crd_module
 from scorestream.operator import desired
 from scorestream.operator.settings import OperatorConfig
 
-from operator_harness import (CLUSTER, MS, ApiError, Operator, api, apply, helm_install, obj, resource,  # noqa: F401
-                              tool, topics, until)
+from operator_harness import (MS, Operator, api, apply, helm_install, obj, resource, tool, topics,  # noqa: F401
+                              until)
 
 REPO = Path(__file__).resolve().parents[1]
 CHART = REPO / "charts" / "scorestream"
@@ -37,14 +36,6 @@ MODES = {
     "ha-cluster-wide": ["--set", "replicaCount=2", "--set", "watch.allNamespaces=true",
                         "--set", "metrics.serviceMonitor.enabled=true"],
 }
-
-
-@pytest.fixture(scope="session")
-def helm() -> Path:
-    try:
-        return helm_tool.ensure()
-    except helm_tool.HelmUnavailable as e:
-        pytest.fail(f"helm is part of the test setup (`make setup` fetches it): {e}")
 
 
 def run_helm(helm, *args) -> subprocess.CompletedProcess:

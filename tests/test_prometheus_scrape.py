@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import subprocess
 import threading
 import time
@@ -29,6 +28,7 @@ from scorestream.demo import feed, models
 from scorestream.demo.broker import free_port
 
 import helm as helm_tool
+from helm import installed_tool
 from streaming import wait_until
 from test_monitoring import rule_groups
 
@@ -40,10 +40,7 @@ RATE_INTERVAL = "20s"  # what Grafana's $__rate_interval would be at this scrape
 
 @pytest.fixture
 def prometheus_binary() -> str:
-    path = shutil.which("prometheus")
-    if path is None:
-        pytest.fail("prometheus not found: `make setup` installs it (Debian: prometheus)")
-    return path
+    return installed_tool("prometheus", "prometheus")
 
 
 class Prometheus:
