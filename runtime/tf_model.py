@@ -9,7 +9,6 @@ Imported lazily: a job that serves only PMML never loads TensorFlow.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile

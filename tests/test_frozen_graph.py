@@ -62,6 +62,7 @@ def test_names_inferred_or_given_and_wrong_ones_refused(frozen_graph):
 def test_cli_verifies_a_frozen_graph_against_a_sample(tmp_path, capsys, frozen_graph):
     """``scorestream verify`` on a .pb: the sample scored by fill_slot as the job's worker does."""
     from scorestream import cli
+    from scorestream.runtime import verification
 
     rows = feed.wine_rows()[:200]
     want = tensorflow_reference(frozen_graph, rows).argmax(1)
@@ -71,7 +72,10 @@ def test_cli_verifies_a_frozen_graph_against_a_sample(tmp_path, capsys, frozen_g
     good.write_text("".join(json.dumps(r) + "\n" for r in records))
     records[3]["expected"] += 1
     tampered.write_text("".join(json.dumps(r) + "\n" for r in records))
-    common = ["--expected-field", "expected", "--tolerance", "0", "--inputs", ",".join(feed.WINE_COLUMNS)]
+    # The job's bound for a TensorFlow sample: a JVM process starts, and on a loaded machine the
+    # CLI's 10 s default ran out before a record was scored.
+    common = ["--expected-field", "expected", "--tolerance", "0", "--inputs", ",".join(feed.WINE_COLUMNS),
+              "--timeout", str(verification.TENSORFLOW_TIMEOUT_SECONDS)]
     assert cli.main(["verify", str(path), "--sample", str(good), *common]) == 0
     out = capsys.readouterr().out
     assert out.startswith("PASS") and "(tensorflow)" in out, out
