@@ -72,7 +72,9 @@ def archive(folder: Path, target: Path) -> Path:
 
 
 @dataclass
-class SavedModel:
+class TensorFlowFunction:
+    """A model called once per batch with one dense (None, n) input, giving one output."""
+
     fn: object
     input_name: str
     output_name: str
@@ -81,8 +83,15 @@ class SavedModel:
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         tf = _tf()
-        out = self.fn(**{self.input_name: tf.constant(x, dtype=self.dtype)})[self.output_name]
-        return np.asarray(out)
+        return np.asarray(self._call(tf.constant(x, dtype=self.dtype)))
+
+    def _call(self, x):
+        raise NotImplementedError
+
+
+class SavedModel(TensorFlowFunction):
+    def _call(self, x):
+        return self.fn(**{self.input_name: x})[self.output_name]
 
 
 def load(folder: Path) -> SavedModel:
@@ -114,20 +123,12 @@ def graph_archive(graph_def: bytes, names: TensorFlowGraph, target: Path) -> Pat
     return target
 
 
-@dataclass
-class FrozenGraph:
+class FrozenGraph(TensorFlowFunction):
     """A GraphDef imported once into a function pruned to its input and output tensors: called
     like a SavedModel's signature, one call per batch."""
 
-    fn: object
-    input_name: str
-    output_name: str
-    n_inputs: int
-    dtype: object
-
-    def predict(self, x: np.ndarray) -> np.ndarray:
-        tf = _tf()
-        return np.asarray(self.fn(tf.constant(x, dtype=self.dtype)))
+    def _call(self, x):
+        return self.fn(x)
 
 
 # Ops that are no model output even when nothing reads them.
