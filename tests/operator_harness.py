@@ -21,6 +21,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 import requests
 import yaml
 
@@ -158,6 +159,15 @@ def operator_config(api: Api | None = None, **config) -> OperatorConfig:
     if "namespaces" not in config and "allNamespaces" not in config:
         config.update(namespaces=[api.ns]) if api is not None else config.update(allNamespaces=True)
     return OperatorConfig(**config)
+
+
+@pytest_asyncio.fixture
+async def operator(api, job, broker):
+    """An operator of the test's namespace reading `job` (the module's stand-in for the job)."""
+    op = Operator(api, operator_config(api, observeInterval=0.5, endpointTemplate=job.url))
+    await op.start()
+    yield op
+    await op.stop()
 
 
 class Operated:

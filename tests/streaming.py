@@ -44,3 +44,14 @@ def wait_until(predicate, timeout=120.0, what="condition"):
             return
         time.sleep(0.2)
     raise TimeoutError(what)
+
+
+def models_by_batch(outputs: list[dict]) -> list[tuple[str, str]]:
+    """The (name, version) that scored each micro-batch, in batch order; fails if any batch was
+    scored by two versions (a swap takes effect at a batch boundary, never inside one)."""
+    per_batch: dict[int, set] = {}
+    for o in outputs:
+        per_batch.setdefault(o["batchId"], set()).add((o["model"]["name"], o["model"]["version"]))
+    mixed = {b: v for b, v in per_batch.items() if len(v) > 1}
+    assert not mixed, f"batches scored by two versions: {mixed}"
+    return [next(iter(per_batch[b])) for b in sorted(per_batch)]

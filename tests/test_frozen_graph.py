@@ -15,7 +15,7 @@ from scorestream.api.descriptor import TensorFlowGraph
 from scorestream.api.verification import Sample
 from scorestream.demo import feed, models
 
-from streaming import Stream, wait_until
+from streaming import Stream, models_by_batch, wait_until
 
 ROWS = 1599
 
@@ -169,12 +169,7 @@ def test_frozen_graph_swapped_mid_stream_with_savedmodel_and_pmml(serving, demo_
 
     out = [o for o in s.outputs(expect=sent + 100) if int(o["key"].split("-")[1]) < 100000]
     assert len(out) == sent and len({o["key"] for o in out}) == sent, "every record scored exactly once"
-    per_batch: dict[int, set] = {}
-    for o in out:
-        per_batch.setdefault(o["batchId"], set()).add((o["model"]["name"], o["model"]["version"]))
-    mixed = {b: v for b, v in per_batch.items() if len(v) > 1}
-    assert not mixed, f"batches scored by two versions: {mixed}"
-    order = [next(iter(per_batch[b])) for b in sorted(per_batch)]
+    order = models_by_batch(out)
     changes = [m for i, m in enumerate(order) if i == 0 or order[i - 1] != m]
     assert changes == [("keras", "3"), ("frozen", "5"), ("tree", "1"), ("frozen", "6")]
     assert stats["totals"]["modelSwitches"] == 3

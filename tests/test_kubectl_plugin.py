@@ -36,7 +36,7 @@ from fake_job import FakeJob, model_info, serving_figures
 from netns import OwnHost, Unavailable
 from test_rollout import artifacts  # noqa: F401 - the demo models as files (module-scoped fixture)
 from operator_harness import (MS, Operator, api, apply, condition, driver_pod, events, obj,  # noqa: F401
-                              operator_config, resource, topics, until)
+                              operator, operator_config, resource, topics, until)
 
 pytestmark = pytest.mark.broker
 
@@ -91,14 +91,6 @@ async def job():
     finally:
         await runner.cleanup()
         host.remove()
-
-
-@pytest_asyncio.fixture
-async def operator(api, job, broker):
-    op = Operator(api, operator_config(api, observeInterval=0.5, endpointTemplate=job.url))
-    await op.start()
-    yield op
-    await op.stop()
 
 
 async def plugin(kubeconfig: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -9,23 +9,14 @@ import statistics
 import time
 
 import pytest
-import pytest_asyncio
 
 from scorestream.demo.broker import create_topics
 
 from fake_job import FakeJob, job  # noqa: F401 - the job's stand-in and its fixture
 from operator_harness import (CLUSTER, MS, ApiError, Operator, api, apply, condition, driver_pod, events,  # noqa: F401
-                              helm_install, obj, operator_config, resource, tool, topics, until)
+                              helm_install, obj, operator, operator_config, resource, tool, topics, until)
 
 pytestmark = pytest.mark.broker
-
-
-@pytest_asyncio.fixture
-async def operator(api, job, broker):
-    op = Operator(api, operator_config(api, observeInterval=0.5, endpointTemplate=job.url))
-    await op.start()
-    yield op
-    await op.stop()
 
 
 CHILDREN = [("v1/configmaps", "wine-job"), ("v1/serviceaccounts", "wine-driver"), ("v1/services", "wine-driver"),
