@@ -107,9 +107,8 @@ class Operator:
         workdir = Path(os.environ.get("PYTEST_TMPDIR", "/tmp")) / f"operator-{uuid.uuid4().hex[:8]}"
         workdir.mkdir(parents=True)
         port = free_port()
-        # Ports of this process's own: several operators run at once on one host here.
-        config = self.config.model_copy(update={"health_port": port, "metrics_port": self.config.metrics_port
-                                                and free_port()})
+        # A port of this process's own: several operators run at once on one host here.
+        config = self.config.model_copy(update={"health_port": port})
         (workdir / "operator.yaml").write_text(yaml.safe_dump(config.model_dump(by_alias=True, exclude_none=True)))
         self.logfile = workdir / "operator.log"
         with open(self.logfile, "wb") as log:

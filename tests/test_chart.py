@@ -17,6 +17,7 @@ import pytest
 import requests
 import yaml
 
+from scorestream.demo.broker import free_port
 from scorestream.operator import crd as crd_module
 from scorestream.operator import desired
 from scorestream.operator.settings import OperatorConfig
@@ -199,7 +200,9 @@ async def test_rbac_allows_every_call_the_operator_makes_and_nothing_it_does_not
     try:
         raw = api.request("GET", f"/api/v1/namespaces/{api.ns}/configmaps?labelSelector=app.kubernetes.io/instance={release}")
         config = OperatorConfig.model_validate(yaml.safe_load(raw["items"][0]["data"]["operator.yaml"]))
-        config = config.model_copy(update={"observe_interval": 0.5, "endpoint_template": "http://127.0.0.1:9"})
+        # The chart's metrics port is the pod's own; here operators share one host.
+        config = config.model_copy(update={"observe_interval": 0.5, "endpoint_template": "http://127.0.0.1:9",
+                                           "metrics_port": free_port()})
         # Everything the operator does in a resource's life: a Secret for Kafka, a model to publish,
         # an update, a child deleted by someone else, status, events, peering.
         api.create("v1/secrets", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kafka-client"},
