@@ -24,7 +24,9 @@ def autoscaling(api):
 @pytest.mark.timeout(600)
 async def test_a_burst_scales_the_job_up_and_the_quiet_after_it_down(api, broker, serving, cluster, tmp_path, capsys):
     s = serving(partitions=2)
-    s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml(feed.wine_rows())))
+    # Addressed to the resource the operator runs (its namespace and name), not the fixture's job.
+    feed.publish_model(broker.bootstrap, s.topics["models"],
+                       models.descriptor("tree", "1", "pmml", models.tree_pmml(feed.wine_rows())), to=(api.ns, "wine"))
     async with Operated(api, observeInterval=1) as run:
         body = resource(s.resource_topics, broker, model=None, replicas=1, autoscaling={
             "minReplicas": 1, "maxReplicas": 2, "targetLagSeconds": 2, "stabilizationWindow": "5s",
