@@ -164,10 +164,11 @@ def test_cli_on_the_reports_and_the_demos_models(tmp_path, capsys, wine_fixtures
 
 
 def test_rejected_messages_keep_their_identity():
-    graph = messages.ModelDescriptorProto(name="graph", dataType="wine", modeltype=0, data=b"x").SerializeToString()
+    # A model type the report's enum does not have (TENSORFLOW, a frozen graph, now serves).
+    unknown = messages.ModelDescriptorProto(name="graph", dataType="wine", modeltype=5, data=b"x").SerializeToString()
     with pytest.raises(descriptors.BadModelMessage) as e:
-        descriptors.decode(graph)
-    assert e.value.label.startswith("graph:sha256:") and e.value.data_type == "wine"
+        descriptors.decode(unknown)
+    assert e.value.label.startswith("graph:sha256:") and e.value.data_type == "wine" and "modeltype 5" in str(e.value)
     bad_json = json.dumps({"name": "m", "version": "7", "dataType": "wine", "format": "onnx", "data": "eA=="}).encode()
     with pytest.raises(descriptors.BadModelMessage) as e:
         descriptors.decode(bad_json)
