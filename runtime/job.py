@@ -26,7 +26,7 @@ from scorestream.runtime.executors import ExecutorControl
 from scorestream.runtime.http import StatusServer, read_token
 from scorestream.api.job_http import Readiness
 from scorestream.api.scoring import RoutingTable
-from scorestream.runtime.models import ModelLoader, ModelRegistry, ModelRejected, routing_table
+from scorestream.runtime.models import ModelLoader, ModelRegistry, routing_table
 from scorestream.runtime.modelstopic import ModelsFollower
 from scorestream.runtime.stats import ServingStats
 
@@ -127,9 +127,11 @@ class ServingJob:
             elif initial:
                 self.executors.target = int(initial)  # what a restart was asked for (local mode)
             self.scorer = pipeline.BatchScorer(self.spark, kafka_options.sink_options(self.config.kafka))
+            # A TensorFlow model is checked and verified in the Python workers that score batches,
+            # never in the driver (which does not import TensorFlow).
             loader = ModelLoader(self.config, self.spark.sparkContext.addFile, self._describe_pmml,
-                                 self._check_tensorflow, self.spark.sparkContext._jvm.dev.scorestream.jvm.Verifier.run,
-                                 verification.worker_filler(self.spark, self.scorer.result_ddl))
+                                 verification.worker_admission(self.spark, self.scorer.result_ddl),
+                                 self.spark.sparkContext._jvm.dev.scorestream.jvm.Verifier.run)
             self.follower = ModelsFollower(self.config, loader, self.registry, self.run_id)
             self.follower.restore(self.config.restore_timeout_seconds)
             self.follower.start()
@@ -151,23 +153,6 @@ class ServingJob:
         except Exception as e:  # Py4JJavaError: keep the Java message, drop the stack
             msg = str(getattr(e, "java_exception", e)).splitlines()[0]
             raise ValueError(msg) from None
-
-    def _check_tensorflow(self, name: str, n_inputs: int) -> None:
-        """Load the SavedModel and score a row where TensorFlow runs: in a Python worker of the
-        same kind that scores batches (an Arrow one), which keeps it loaded for the batches to
-        come. The driver never imports TensorFlow."""
-        from scorestream.runtime import tf_model
-
-        def check(batches):
-            import pyarrow as pa
-
-            for b in batches:
-                reasons = [tf_model.check_shipped(n, n_inputs) for n in b.column("name").to_pylist()]
-                yield pa.RecordBatch.from_pydict({"reason": pa.array(reasons, pa.string())})
-
-        rows = self.spark.createDataFrame([(name,)], "name string").mapInArrow(check, "reason string").collect()
-        if rows[0].reason:
-            raise ModelRejected(rows[0].reason)
 
     def _missing_models(self) -> list[str]:
         """The served dataTypes that have no model yet."""

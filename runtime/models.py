@@ -71,18 +71,19 @@ class LoadedModel:
 
 class ModelLoader:
     """Turns descriptors into checked models. ``add_file`` hands a file to the executors;
-    ``describe_pmml`` parses a PMML file in the JVM; ``check_tensorflow`` loads a handed-out
-    SavedModel or frozen-graph archive where TensorFlow runs (a Python worker), and scores a row with it."""
+    ``describe_pmml`` parses a PMML file in the JVM; ``check_tensorflow``
+    (``verification.worker_admission``) loads a handed-out SavedModel or frozen-graph archive where
+    TensorFlow runs (the Python workers that score batches), scores a row of zeros and the
+    sample's slots with it, in one job."""
 
     def __init__(self, config: JobConfig, add_file: Callable[[str], None], describe_pmml: Callable[[str], dict],
-                 check_tensorflow: Callable[[str, int], None], run_verifier: Callable[[str], str] | None = None,
-                 tensorflow_filler: Callable[[str], Callable[[list[dict]], list[dict]]] | None = None):
+                 check_tensorflow: Callable[[str, int, list[dict]], verification.WorkerAnswer],
+                 run_verifier: Callable[[str], str] | None = None):
         self.config = config
         self.add_file = add_file
         self.describe_pmml = describe_pmml
         self.check_tensorflow = check_tensorflow
         self.run_verifier = run_verifier  # dev.scorestream.jvm.Verifier.run; None: models serve unverified
-        self.tensorflow_filler = tensorflow_filler  # verification.worker_filler: a SavedModel's sample scored
         self.dir = Path(config.work_dir) / "models"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.fields = [normalize(f) for f in config.input.fields] if config.input.fields else None
@@ -90,14 +91,16 @@ class ModelLoader:
     def load(self, d: ModelDescriptor) -> LoadedModel:
         if ":" in d.name:
             raise ModelRejected(f"model name {d.name!r} must not contain ':'")
+        steps = _Steps()
         try:
             content = artifacts.content(d.data, d.location, self.config.artifacts)
         except artifacts.ArtifactError as e:
             raise ModelRejected(f"cannot fetch model: {e}") from None
+        steps.done("fetch")
         try:
             if d.format == "pmml":
                 return self._pmml(d, content)
-            return self._tensorflow(d, content)
+            return self._tensorflow(d, content, steps)
         except ModelRejected:
             raise
         except Exception as e:  # whatever the engine raised: the model is bad, not the job
@@ -135,8 +138,10 @@ class ModelLoader:
         return LoadedModel(d.name, d.version, d.description, d.data_type, "pmml", tuple(inputs), path.name, digest,
                            verification=report)
 
-    def _tensorflow(self, d: ModelDescriptor, content: bytes | Path) -> LoadedModel:
+    def _tensorflow(self, d: ModelDescriptor, content: bytes | Path, steps: "_Steps | None" = None) -> LoadedModel:
         from scorestream.runtime import tf_model
+
+        steps = steps or _Steps()
 
         inputs = d.inputs or self.config.input.fields
         if not inputs:
@@ -171,19 +176,39 @@ class ModelLoader:
                 tf_model.archive(folder, archive.with_suffix(".tmp"))
                 archive.with_suffix(".tmp").replace(archive)
         self.add_file(str(archive))
-        self.check_tensorflow(archive.name, len(inputs))
-        report = None
-        if d.verification is not None:
-            if self.run_verifier is None or self.tensorflow_filler is None:
-                raise ModelRejected("this job cannot verify a TensorFlow model's sample")
-            report = verification.admit_tensorflow(
-                archive.name, self.run_verifier, self.tensorflow_filler(archive.name), label=d.label,
-                data_type=d.data_type, inputs=list(inputs), sample=d.verification,
-                fetch=lambda loc: artifacts.content(None, loc, self.config.artifacts))
-            if not report.passed:
-                raise ModelRejected(report.summary())
+        steps.done("unpack+ship")
+        worker, report = verification.admit_tensorflow(
+            archive.name, self.run_verifier, self.check_tensorflow, label=d.label, data_type=d.data_type,
+            inputs=list(inputs), sample=d.verification,
+            fetch=lambda loc: artifacts.content(None, loc, self.config.artifacts))
+        steps.done("admission")
+        if worker.reason is not None:
+            raise ModelRejected(worker.reason)
+        if report is not None and not report.passed:
+            raise ModelRejected(report.summary())
+        t = worker.seconds
+        log.info("tensorflow model %s admitted: %s (of which verification %.0f ms); in %d worker(s), the slowest: "
+                 "import TensorFlow %.0f ms, load %.0f ms, check %.0f ms, sample %.0f ms", d.label, steps,
+                 1000 * (report.seconds if report else 0), worker.workers, 1000 * t["importSeconds"],
+                 1000 * t["loadSeconds"], 1000 * t["predictSeconds"], 1000 * t["fillSeconds"])
         return LoadedModel(d.name, d.version, d.description, d.data_type, "tensorflow", tuple(inputs), archive.name, digest,
                            verification=report)
+
+
+class _Steps:
+    """Where a model's load went, step by step, for the log."""
+
+    def __init__(self):
+        self._last = time.monotonic()
+        self.times: dict[str, float] = {}
+
+    def done(self, step: str) -> None:
+        now = time.monotonic()
+        self.times[step] = now - self._last
+        self._last = now
+
+    def __str__(self) -> str:
+        return ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in self.times.items())
 
 
 def _folder_digest(folder: Path) -> str:

@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -99,27 +100,40 @@ def verify_tensorflow(fill: Callable[[list[dict]], list[dict]], run: RunVerifier
                       inputs: list[str], sample: Sample, records: list[dict[str, Any]] | None = None,
                       timeout: float = DEFAULT_TIMEOUT_SECONDS) -> VerificationReport:
     """A TensorFlow model on the sample, the job's way: the JVM scorer decodes each record into its
-    features (a pending slot), then ``fill`` scores the slots with ``pipeline.fill_slot`` as a
-    batch's TensorFlow rows are: in a Python worker for the job (``worker_filler``), in this
-    process for ``scorestream verify`` (``local_filler``)."""
+    features (a pending slot, ``decode_sample``), then ``fill`` scores the slots with
+    ``pipeline.fill_slot`` as a batch's TensorFlow rows are (``local_filler`` for
+    ``scorestream verify``; the job scores them in the admission's worker job, ``worker_admission``),
+    and ``judge_tensorflow`` compares."""
     started = time.monotonic()
     records = records if records is not None else sample.records or []
+    try:
+        answer, slots = decode_sample(run, inputs, records, timeout)
+        filled = fill(slots) if slots else []
+    except Exception as e:  # Py4J, a failure of the model: it is not verified
+        return _failed(label, "tensorflow", _first_line(e), started, timeout)
+    return judge_tensorflow(label, records, answer, filled, sample, time.monotonic() - started, timeout)
+
+
+def decode_sample(run: RunVerifier, inputs: list[str], records: list[dict[str, Any]],
+                  timeout: float) -> tuple[JvmAnswer, list[dict]]:
+    """The sample's records decoded by the JVM scorer into the slots a batch hands TensorFlow."""
     request = JvmRequest(model=None, inputs=inputs, sample=[json.dumps(r) for r in records],
                          timeoutMillis=max(1, round(timeout * 1000)))
-    try:
-        answer = _ask(run, request)
-        slots = [{"route": label, "tf": True, "features": o.features, "prediction": None, "label": None,
-                  "outputs": None, "nanos": 0, "stage": o.stage, "error": o.error} for o in answer.sample]
-        filled = fill(slots) if slots else []
-    except Exception as e:  # Py4J, a worker's failure: the model is not verified
-        return _failed(label, "tensorflow", _first_line(e), started, timeout)
+    answer = _ask(run, request)
+    slots = [{"route": "verification", "tf": True, "features": o.features, "prediction": None, "label": None,
+              "outputs": None, "nanos": 0, "stage": o.stage, "error": o.error} for o in answer.sample]
+    return answer, slots
+
+
+def judge_tensorflow(label: str, records: list[dict[str, Any]], answer: JvmAnswer, filled: list[dict],
+                     sample: Sample, seconds: float, timeout: float) -> VerificationReport:
+    """The scored slots against the sample: ``seconds`` is the verification's own time so far."""
     for o, f in zip(answer.sample, filled):
         o.prediction, o.label, o.stage, o.error = f["prediction"], f["label"], f["stage"], f["error"]
         o.outputs = dict(f["outputs"]) if f["outputs"] is not None else None
-    timed_out = time.monotonic() - started > timeout
-    outcomes = answer.sample if not timed_out else []  # scored too late: not checked in time
+    outcomes = answer.sample if seconds <= timeout else []  # scored too late: not checked in time
     return VerificationReport(model=label, format="tensorflow", sets=[_sample(records, outcomes, sample)],
-                              seconds=time.monotonic() - started, timeoutSeconds=timeout)
+                              seconds=seconds, timeoutSeconds=timeout)
 
 
 def local_filler(model_of: Callable[[str], Any]) -> Callable[[list[dict]], list[dict]]:
@@ -131,35 +145,80 @@ def local_filler(model_of: Callable[[str], Any]) -> Callable[[list[dict]], list[
     return lambda slots: pipeline.fill_slot(pa.array(slots, type=_slot_type()), model_of).to_pylist()
 
 
-def worker_filler(spark, result_ddl: str) -> Callable[[str], Callable[[list[dict]], list[dict]]]:
-    """For a SavedModel archive handed out through SparkFiles: slots scored in a Python worker by
-    ``pipeline.fill_slot``, as a batch's TensorFlow rows are (and the model stays loaded there).
+@dataclass
+class WorkerAnswer:
+    """What the Python workers said of a TensorFlow model: why it may not serve (None: it may), the
+    sample's slots scored, and where the time went (seconds, the slowest worker's; ``workers``: how
+    many loaded it)."""
+
+    reason: str | None
+    filled: list[dict]
+    seconds: dict[str, float]
+    workers: int
+
+
+# A worker's own account of the admission (tf_model.check_report, plus the sample's scoring).
+_REPORT_DDL = ("struct<reason:string,pid:bigint,importSeconds:double,loadSeconds:double,predictSeconds:double,"
+               "fillSeconds:double>")
+
+
+def worker_admission(spark, result_ddl: str) -> Callable[[str, int, list[dict]], WorkerAnswer]:
+    """A TensorFlow model handed out through SparkFiles, admitted in one Spark job of Arrow Python
+    workers, the kind that scores batches (``pipeline.tensorflow_stage``): each of its tasks loads
+    the model (``tf_model.cached``, where it stays for the batches to come), scores a row of zeros,
+    and scores its share of the sample's slots with ``pipeline.fill_slot``. One task per task slot
+    of the application, so that the workers the next batch runs in have the model loaded, and the
+    model is loaded once per worker for the check, the sample and the batches together.
     ``result_ddl``: ``Scorer.RESULT_DDL``, whose pending slot is the slot's type."""
     from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
     slot_type = _parse_datatype_string(result_ddl)["pending"].dataType["primary"].dataType
+    report_type = _parse_datatype_string(_REPORT_DDL)
     schema = StructType([StructField("slot", slot_type)])
+    out_schema = StructType([StructField("slot", slot_type), StructField("report", report_type)])
     names = slot_type.fieldNames()
 
-    def for_archive(name: str) -> Callable[[list[dict]], list[dict]]:
-        def fill(batches):
+    def admit(name: str, n_inputs: int, slots: list[dict]) -> WorkerAnswer:
+        tasks = max(1, spark.sparkContext.defaultParallelism)
+
+        def work(batches):
+            import time as clock
+
             import pyarrow as pa
             from pyspark import SparkFiles
 
             from scorestream.runtime import pipeline, tf_model
 
+            report = tf_model.check_report(name, n_inputs)
+            report["fillSeconds"] = 0.0
+            struct = pa.struct([("reason", pa.string()), ("pid", pa.int64()), ("importSeconds", pa.float64()),
+                                ("loadSeconds", pa.float64()), ("predictSeconds", pa.float64()),
+                                ("fillSeconds", pa.float64())])
+            seen = None
             for b in batches:
-                filled = pipeline.fill_slot(b.column("slot"), lambda _route: tf_model.cached(SparkFiles.get(name)))
-                yield pa.RecordBatch.from_arrays([filled], schema=b.schema)
+                slot = b.column("slot")
+                seen = slot.type
+                if report["reason"] is None:
+                    t0 = clock.perf_counter()
+                    slot = pipeline.fill_slot(slot, lambda _route: tf_model.cached(SparkFiles.get(name)))
+                    report["fillSeconds"] += clock.perf_counter() - t0
+                yield pa.RecordBatch.from_arrays([slot, pa.nulls(len(slot), struct)], names=["slot", "report"])
+            if seen is not None:
+                yield pa.RecordBatch.from_arrays([pa.nulls(1, seen), pa.array([report], struct)],
+                                                 names=["slot", "report"])
 
-        def run(slots: list[dict]) -> list[dict]:
-            rows = [(tuple(s[n] for n in names),) for s in slots]
-            out = spark.createDataFrame(rows, schema).coalesce(1).mapInArrow(fill, schema).collect()
-            return [r.slot.asDict(recursive=True) for r in out]
+        # A null slot per task first: every task has a row (a local relation is cut into
+        # min(rows, parallelism) slices), so every task checks the model.
+        rows = [(None,)] * tasks + [(tuple(s[n] for n in names),) for s in slots]
+        out = spark.createDataFrame(rows, schema).mapInArrow(work, out_schema).collect()
+        reports = [r.report.asDict() for r in out if r.report is not None]
+        filled = [r.slot.asDict(recursive=True) if r.slot is not None else None for r in out if r.report is None]
+        reason = next((r["reason"] for r in reports if r["reason"]), None)
+        seconds = {k: max(r[k] or 0.0 for r in reports)
+                   for k in ("importSeconds", "loadSeconds", "predictSeconds", "fillSeconds")}
+        return WorkerAnswer(reason, filled[tasks:], seconds, len({r["pid"] for r in reports}))
 
-        return run
-
-    return for_archive
+    return admit
 
 
 def _slot_type():
@@ -348,21 +407,40 @@ def admit_pmml(path: str | Path, run: RunVerifier, *, label: str, data_type: str
     return report
 
 
-def admit_tensorflow(archive: str, run: RunVerifier, fill: Callable[[list[dict]], list[dict]], *, label: str,
-                     data_type: str, inputs: list[str], sample: Sample, fetch: Callable[[str], bytes | Path],
-                     timeout: float = TENSORFLOW_TIMEOUT_SECONDS) -> VerificationReport:
-    """The job's check of a TensorFlow model's sample before it serves; logged either way."""
-    started = time.monotonic()
-    try:
-        records = sample_records(sample, fetch)
-    except Exception as e:
-        report = _failed(label, "tensorflow", f"sample: {_first_line(e)}", started, timeout)
-    else:
-        report = verify_tensorflow(fill, run, label=label, inputs=inputs, sample=sample, records=records,
-                                   timeout=timeout)
-    log.log(logging.INFO if report.passed else logging.WARNING, "model %s for dataType %s: %s", label, data_type,
-            report.summary())
-    return report
+def admit_tensorflow(archive: str, run: RunVerifier | None, workers: Callable[[str, int, list[dict]], "WorkerAnswer"],
+                     *, label: str, data_type: str, inputs: list[str], sample: Sample | None,
+                     fetch: Callable[[str], bytes | Path],
+                     timeout: float = TENSORFLOW_TIMEOUT_SECONDS) -> tuple["WorkerAnswer", VerificationReport | None]:
+    """The job's admission of a TensorFlow model: the sample (if any) decoded by the JVM scorer,
+    then one job of Python workers (``worker_admission``) loads and checks the model and scores the
+    sample. The report's ``seconds`` are the verification's own: decoding, scoring the sample in
+    the workers and judging it, not loading the model (which serving needs anyway). The caller
+    rejects the model with ``answer.reason``, else unless ``report.passed``; logged either way."""
+    report, answer, slots, records, decoded = None, None, [], [], 0.0
+    if sample is not None:
+        started = time.monotonic()
+        try:
+            records = sample_records(sample, fetch)
+        except Exception as e:
+            report = _failed(label, "tensorflow", f"sample: {_first_line(e)}", started, timeout)
+        else:
+            try:
+                if run is None:
+                    raise VerificationError("this job cannot verify a TensorFlow model's sample")
+                answer, slots = decode_sample(run, inputs, records, timeout)
+            except Exception as e:  # Py4J: the model is not verified
+                report = _failed(label, "tensorflow", _first_line(e), started, timeout)
+        decoded = time.monotonic() - started
+    worker = workers(archive, len(inputs), slots)
+    if worker.reason is None and answer is not None:
+        started = time.monotonic()
+        seconds = decoded + worker.seconds.get("fillSeconds", 0.0)
+        report = judge_tensorflow(label, records, answer, worker.filled, sample, seconds, timeout)
+        report.seconds += time.monotonic() - started
+    if report is not None and worker.reason is None:
+        log.log(logging.INFO if report.passed else logging.WARNING, "model %s for dataType %s: %s", label, data_type,
+                report.summary())
+    return worker, report
 
 
 # -- scorestream verify --------------------------------------------------------------------------
