@@ -6,16 +6,25 @@ No I/O here. The kopf handlers apply what this returns; `scorestream render` pri
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from scorestream import naming
 from scorestream.config import HttpConfig, JobConfig, KafkaConfig, SparkConfig
+from scorestream.operator import podtemplate
 from scorestream.operator import spec as s
 from scorestream.operator.kube import contains
 
 CONFIG_DIR = "/etc/scorestream"
 CONFIG_FILE = f"{CONFIG_DIR}/job.json"
+# spec.executor.podTemplate, as the pod file Spark starts executors from: a key of the job's
+# ConfigMap, which the driver mounts whole at CONFIG_DIR.
+EXECUTOR_TEMPLATE_KEY = "executor-pod-template.yaml"
+EXECUTOR_TEMPLATE_FILE = f"{CONFIG_DIR}/{EXECUTOR_TEMPLATE_KEY}"
+# The main containers' names: the driver's in the StatefulSet, the executors' in their template.
+DRIVER_CONTAINER = "driver"
+EXECUTOR_CONTAINER = "executor"
 KAFKA_SECRET_DIR = "/etc/scorestream/kafka"
 CHECKPOINT_DIR = "/var/lib/scorestream"
 # The job's control port (every endpoint; POST /executors with the token): the operator's.
@@ -120,6 +129,8 @@ def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig
     if spec.kafka.secret_ref:
         kafka["secretPropertiesFile"] = f"{KAFKA_SECRET_DIR}/{spec.kafka.secret_ref.key}"
     image = spec.spark.image
+    if image is None:  # the operator fills the default in (images.with_image) or refuses first
+        raise ValueError("spec.spark.image is not set and no default runtime image was given")
     conf = {
         # Client mode: the driver runs in this pod; its executors are pods it creates, owned by it
         # (so they go when the driver pod goes) and reaching it through the headless Service.
@@ -141,6 +152,9 @@ def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig
         "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
         "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
         "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
+        **({"spark.kubernetes.executor.podTemplateFile": EXECUTOR_TEMPLATE_FILE,
+            "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER}
+           if spec.executor.pod_template is not None else {}),
         **spec.spark.conf,
         # Driver and executors authenticate each other's RPC: on Kubernetes, Spark generates a secret
         # per application and hands it to the executor pods it creates (an environment variable).
@@ -175,14 +189,40 @@ def _jvm_memory(quantity: str) -> str:
     return f"{max(1, int(float(quantity) / 1024 / 1024 / 1.1))}m"
 
 
-def config_hash(config: JobConfig, restart_nonce: int | None = None) -> str:
+def config_hash(config: JobConfig, restart_nonce: int | None = None, pod_templates: str | None = None) -> str:
     """What rolls the driver when it changes: the job configuration, except the executor total,
-    which the running job changes live (spec.replicas, the autoscaler), and spec.restartNonce (a
-    restart asked for on purpose; unset, the hash is what it was before the field existed)."""
+    which the running job changes live (spec.replicas, the autoscaler), spec.restartNonce (a
+    restart asked for on purpose) and the pod templates (the executors' is read at the driver's
+    start; a driver template that cannot run then fails the upgrade, which runs the last stable
+    spec). Unset, each adds nothing: the hash is what it was before the field existed."""
     conf = {k: v for k, v in config.spark.conf.items() if k != "spark.executor.instances"}
     rolled = config.model_copy(update={"spark": config.spark.model_copy(update={"conf": conf})})
-    text = rolled.to_json() + ("" if restart_nonce is None else f"\nrestartNonce={restart_nonce}")
+    text = rolled.to_json() + ("" if restart_nonce is None else f"\nrestartNonce={restart_nonce}") \
+        + ("" if pod_templates is None else f"\npodTemplates={pod_templates}")
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _pod_templates(spec: s.ModelServingSpec) -> str | None:
+    if spec.driver.pod_template is None and spec.executor.pod_template is None:
+        return None
+    return json.dumps({"driver": spec.driver.model_dump(by_alias=True, exclude_none=True),
+                       "executor": spec.executor.model_dump(by_alias=True, exclude_none=True)}, sort_keys=True)
+
+
+def spec_hash(name: str, namespace: str, spec: s.ModelServingSpec) -> str:
+    """The driver's configuration hash for a spec (its pod template's annotation)."""
+    return config_hash(job_config(name, namespace, spec), spec.restart_nonce, _pod_templates(spec))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the objects depend on from the operator's configuration (OperatorConfig)."""
+
+    api_server_cidrs: tuple[str, ...] = ()  # admitted to the read-only port (kubectl scorestream)
+
+    @classmethod
+    def of(cls, config: Any) -> "Settings":
+        return cls(api_server_cidrs=tuple(config.api_server_cidrs))
 
 
 @dataclass(frozen=True)
@@ -193,7 +233,7 @@ class Observations:
     stable_spec: dict[str, Any] | None = None  # a failed upgrade runs the last stable spec instead
 
 
-def desired_state(body: dict[str, Any], seen: Observations) -> list[dict[str, Any]]:
+def desired_state(body: dict[str, Any], seen: Observations, settings: Settings = Settings()) -> list[dict[str, Any]]:
     """What reconcile applies, and what drift repair compares children with: one rendering, so
     that a repair never restores what the reconcile chose not to run.
 
@@ -201,30 +241,36 @@ def desired_state(body: dict[str, Any], seen: Observations) -> list[dict[str, An
     upgrade renders the last stable spec: that spec may have been recorded while suspended."""
     own = s.ModelServingSpec.model_validate(body.get("spec", {}))
     rendered = own if seen.stable_spec is None else s.ModelServingSpec.model_validate(seen.stable_spec)
-    return _objects(body["metadata"], rendered, run=not own.suspend and not seen.data_topic_missing)
+    return _objects(body["metadata"], rendered, run=not own.suspend and not seen.data_topic_missing,
+                    settings=settings)
 
 
-def drifted(owner: dict[str, Any], child: dict[str, Any], seen: Observations, deleted: bool) -> bool:
+def drifted(owner: dict[str, Any], child: dict[str, Any], seen: Observations, deleted: bool,
+            settings: Settings = Settings()) -> bool:
     """Whether a child of ours differs from what the owner's reconcile renders."""
-    wanted = next((o for o in desired_state(owner, seen) if o["kind"] == child.get("kind")
+    wanted = next((o for o in desired_state(owner, seen, settings) if o["kind"] == child.get("kind")
                    and o["metadata"]["name"] == child.get("metadata", {}).get("name")), None)
     return wanted is not None and (deleted or not contains(child, wanted))
 
 
-def desired_objects(body: dict[str, Any], run: bool = True) -> list[dict[str, Any]]:
+def desired_objects(body: dict[str, Any], run: bool = True, settings: Settings = Settings()) -> list[dict[str, Any]]:
     """The objects that run one ModelServing, in the order they should be applied.
 
     `run=False` keeps the driver at zero replicas (suspended, or its data topic is missing).
     """
     spec = s.ModelServingSpec.model_validate(body.get("spec", {}))
-    return _objects(body["metadata"], spec, run=run and not spec.suspend)
+    return _objects(body["metadata"], spec, run=run and not spec.suspend, settings=settings)
 
 
-def _objects(meta: dict[str, Any], spec: s.ModelServingSpec, run: bool) -> list[dict[str, Any]]:
+def _objects(meta: dict[str, Any], spec: s.ModelServingSpec, run: bool,
+             settings: Settings = Settings()) -> list[dict[str, Any]]:
     name, namespace = meta["name"], meta.get("namespace", "default")
     names = Names(name, namespace)
     config = job_config(name, namespace, spec)
-    config_json = config.to_json()
+    config_data = {"job.json": config.to_json()}
+    if spec.executor.pod_template is not None:
+        config_data[EXECUTOR_TEMPLATE_KEY] = podtemplate.executor_pod_yaml(spec.executor.pod_template, name,
+                                                                           EXECUTOR_CONTAINER)
 
     def obj(api_version: str, kind: str, obj_name: str, **rest: Any) -> dict[str, Any]:
         return {
@@ -235,7 +281,7 @@ def _objects(meta: dict[str, Any], spec: s.ModelServingSpec, run: bool) -> list[
         }
 
     return [
-        obj("v1", "ConfigMap", names.config, data={"job.json": config_json}),
+        obj("v1", "ConfigMap", names.config, data=config_data),
         obj("v1", "ServiceAccount", names.service_account, automountServiceAccountToken=True),
         obj("rbac.authorization.k8s.io/v1", "Role", names.driver, rules=DRIVER_RULES),
         obj("rbac.authorization.k8s.io/v1", "RoleBinding", names.driver,
@@ -254,18 +300,22 @@ def _objects(meta: dict[str, Any], spec: s.ModelServingSpec, run: bool) -> list[
                  "protocol": "TCP"},
             ],
         }),
-        obj("networking.k8s.io/v1", "NetworkPolicy", names.driver, spec=network_policy(name)),
+        obj("networking.k8s.io/v1", "NetworkPolicy", names.driver, spec=network_policy(name, settings.api_server_cidrs)),
         obj("apps/v1", "StatefulSet", names.driver,
             spec=_statefulset_spec(name, spec, names, config, run)),
     ]
 
 
-def network_policy(name: str) -> dict[str, Any]:
+def network_policy(name: str, api_server_cidrs: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
     """Ingress to the job's pods (driver and executors): each other on any port (Spark's RPC and
     block transfers, authenticated by spark.authenticate), the operator on the control port,
-    monitoring on the read-only port; nothing else. Egress is not limited: Kafka, the API server
-    and model locations are the cluster's to know. Probes come from the node, which a policy
-    does not govern."""
+    monitoring on the read-only port, and the API server's addresses (`api_server_cidrs`) on the
+    read-only port, for its service proxy (kubectl scorestream): a NetworkPolicy cannot select the
+    API server, which is no pod, other than by address. Nothing else. Egress is not limited:
+    Kafka, the API server and model locations are the cluster's to know. Probes come from the
+    node, which a policy does not govern."""
+    proxy = [{"from": [{"ipBlock": {"cidr": c}} for c in api_server_cidrs],
+              "ports": [{"protocol": "TCP", "port": METRICS_PORT}]}] if api_server_cidrs else []
     return {
         "podSelector": {"matchLabels": {"scorestream.dev/modelserving": name}},
         "policyTypes": ["Ingress"],
@@ -275,6 +325,7 @@ def network_policy(name: str) -> dict[str, Any]:
              "ports": [{"protocol": "TCP", "port": HTTP_PORT}]},
             {"from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": MONITORING_POD_LABELS}}],
              "ports": [{"protocol": "TCP", "port": METRICS_PORT}]},
+            *proxy,
         ],
     }
 
@@ -326,12 +377,14 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: Names, config:
         "podManagementPolicy": "OrderedReady",
         "selector": {"matchLabels": selector(name)},
         "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"},
-        "template": {
+        # spec.driver.podTemplate under the operator's pod: the operator's fields win.
+        "template": podtemplate.merged_pod(spec.driver.pod_template, {
             "metadata": {
                 "labels": labels(name),
                 # A changed job configuration rolls the driver: SIGTERM, the current micro-batch
                 # completes, and the new pod resumes from the checkpoint.
-                "annotations": {CONFIG_HASH_ANNOTATION: config_hash(config, spec.restart_nonce)},
+                "annotations": {CONFIG_HASH_ANNOTATION: config_hash(config, spec.restart_nonce,
+                                                                    _pod_templates(spec))},
             },
             "spec": {
                 "serviceAccountName": names.service_account,
@@ -341,7 +394,7 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: Names, config:
                     "fsGroup": RUN_AS_USER, "seccompProfile": {"type": "RuntimeDefault"},
                 },
                 "containers": [{
-                    "name": "driver",
+                    "name": DRIVER_CONTAINER,
                     "image": spec.spark.image,
                     "imagePullPolicy": spec.spark.image_pull_policy,
                     # PySpark starts spark-submit in client mode against spark.master (the in-cluster
@@ -373,7 +426,7 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: Names, config:
                 }],
                 "volumes": volumes,
             },
-        },
+        }, DRIVER_CONTAINER, podtemplate.DRIVER_VOLUMES),
         "volumeClaimTemplates": [{
             "apiVersion": "v1", "kind": "PersistentVolumeClaim",
             "metadata": {"name": "checkpoint", "labels": labels(name)},
@@ -386,7 +439,7 @@ def consumer_groups(name: str, namespace: str) -> dict[str, str]:
     return {"data": naming.data_group(namespace, name), "models": naming.models_group(namespace, name, "<run>")}
 
 
-def render(body: dict[str, Any]) -> list[dict[str, Any]]:
+def render(body: dict[str, Any], settings: Settings = Settings()) -> list[dict[str, Any]]:
     """For `scorestream render`: placeholder uid where the resource has none yet."""
     meta = {"uid": "00000000-0000-0000-0000-000000000000", "namespace": "default", **body.get("metadata", {})}
-    return desired_objects({**body, "metadata": meta})
+    return desired_objects({**body, "metadata": meta}, settings=settings)

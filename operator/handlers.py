@@ -13,8 +13,9 @@ import threading
 from typing import Any
 
 import kopf
+from pydantic import ValidationError
 
-from scorestream.operator import desired, metrics, reconciler, status
+from scorestream.operator import desired, images, metrics, reconciler, status
 from scorestream.operator import spec as s
 from scorestream.operator.kube import Kube
 from scorestream.operator.settings import OperatorConfig
@@ -109,7 +110,16 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
             ms = await memo.ctx.kube.get(s.API_VERSION, s.KIND, body.metadata.namespace, owner["name"])
             if ms is None or ms["metadata"].get("uid") != owner.get("uid") or ms["metadata"].get("deletionTimestamp"):
                 return  # the owner is gone: garbage collection takes the child
-            if desired.drifted(ms, dict(body), status.recorded(ms), deleted=event["type"] == "DELETED"):
+            try:
+                verdict = images.decide(s.ModelServingSpec.model_validate(ms.get("spec") or {}),
+                                        config.runtime_image, config.allowed_images)
+            except ValidationError:
+                return  # the reconcile reports it; nothing of this spec is rendered
+            if verdict.image is None:
+                return  # refused: its children are left as they are
+            ms = images.with_image(ms, verdict.image)
+            if desired.drifted(ms, dict(body), status.recorded(ms), deleted=event["type"] == "DELETED",
+                               settings=desired.Settings.of(config)):
                 await reconciler.reconcile(memo.ctx, ms, logger, trigger="child")
 
 

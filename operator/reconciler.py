@@ -16,7 +16,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from scorestream.operator import control, desired, metrics, observer, publish, rollout, scaling, status, upgrade
+from scorestream.operator import control, desired, images, metrics, observer, publish, rollout, scaling, status, upgrade
 from scorestream.operator.kube import Kube, KubeError, NotOwned
 from scorestream.operator.settings import OperatorConfig
 from scorestream.operator.spec import ModelServingSpec
@@ -84,6 +84,24 @@ def invalid_spec_status(body: dict[str, Any], error: ValidationError, now: str |
     return {"observedGeneration": gen, "phase": "Failed", "conditions": conditions}
 
 
+def refused_status(body: dict[str, Any], reason: str, message: str, now: str | None = None) -> dict[str, Any]:
+    """The status of a resource the operator will not run (its image): Degraded with the reason,
+    not Ready; what the status said besides (model history, the last stable spec) is kept, and
+    a condition already saying the same keeps its transition time."""
+    previous = dict(body.get("status") or {})
+    gen = body.get("metadata", {}).get("generation", 0)
+    before = {c.get("type"): c for c in previous.get("conditions", [])}
+    conditions = []
+    for ctype, cstatus in (("Ready", "False"), ("Progressing", "False"), ("Degraded", "True")):
+        old = before.get(ctype) or {}
+        same = old.get("status") == cstatus and old.get("reason") == reason
+        conditions.append({"type": ctype, "status": cstatus, "reason": reason, "message": message,
+                           "lastTransitionTime": old["lastTransitionTime"] if same else (now or status._now()),
+                           "observedGeneration": gen})
+    conditions += [c for c in previous.get("conditions", []) if c.get("type") not in ("Ready", "Progressing", "Degraded")]
+    return {**previous, "observedGeneration": gen, "phase": "Failed", "conditions": conditions}
+
+
 async def reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger | Any,
                     trigger: str) -> dict[str, Any]:
     """Returns the new status; the caller patches it (kopf's `patch.status`). Reconciles of one
@@ -122,6 +140,17 @@ async def _reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger 
         if previous.get("phase") != "Failed":
             kopf.warn(body, reason="InvalidSpec", message=new["conditions"][0]["message"][:1000])
         return new
+    # Before anything is applied: a refused image creates and updates nothing (a running driver
+    # keeps the configuration it has).
+    verdict = images.decide(spec, ctx.config.runtime_image, ctx.config.allowed_images)
+    if verdict.image is None:
+        new = refused_status(body, verdict.reason, verdict.message)
+        degraded = next((c for c in previous.get("conditions", []) if c.get("type") == "Degraded"), {})
+        if degraded.get("reason") != verdict.reason or degraded.get("message") != verdict.message:
+            kopf.warn(body, reason=verdict.reason, message=verdict.message[:1000])
+        return new
+    body = images.with_image(body, verdict.image)
+    spec = ModelServingSpec.model_validate(body["spec"])
 
     observed = status.Observed(generation=meta.get("generation", 0), spec=spec,
                                controls=previous.get("controls"))
@@ -160,7 +189,7 @@ async def _reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger 
         # Before the driver that mounts it; made once, never rendered (it is random).
         if await control.ensure_secret(ctx.kube, meta):
             logger.info("created Secret %s/%s (the job's control token)", namespace, names.control_secret)
-        for obj in desired.desired_state(body, seen):
+        for obj in desired.desired_state(body, seen, desired.Settings.of(ctx.config)):
             result = await ctx.kube.apply(obj)
             if result == "created":
                 logger.info("created %s", observer.summary(obj))

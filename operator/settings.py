@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+import ipaddress
+
+from pydantic import Field, field_validator, model_validator
 
 from scorestream.config import Strict
 
@@ -34,6 +36,30 @@ class OperatorConfig(Strict):
     """The liveness endpoint's port (/healthz; the chart's probes use 8080)."""
     endpoint_template: str | None = Field(None, alias="endpointTemplate")
     """The job's HTTP endpoint as a template of {name} and {namespace}; None: the driver pod's DNS name."""
+
+    runtime_image: str | None = Field(None, alias="runtimeImage", min_length=1)
+    """The runtime image of a ModelServing whose spec.spark.image is unset; None: such a resource
+    is refused (status and Event NoRuntimeImage)."""
+    allowed_images: list[str] = Field(default_factory=list, alias="allowedImages")
+    """Glob patterns (fnmatch: '*' matches any characters, '/' included) a runtime image, and every
+    image of the pod templates' containers, must match; empty: any image. runtimeImage is allowed."""
+    api_server_cidrs: list[str] = Field(default_factory=list, alias="apiServerCIDRs")
+    """Addresses of the API server as seen by pods (CIDRs): the jobs' NetworkPolicy admits them to
+    the read-only port, for `kubectl scorestream` through the service proxy. Empty: not admitted."""
+
+    @field_validator("api_server_cidrs")
+    @classmethod
+    def _cidrs(cls, v: list[str]) -> list[str]:
+        for cidr in v:
+            ipaddress.ip_network(cidr, strict=False)  # a ValueError names the bad one
+        return v
+
+    @field_validator("allowed_images")
+    @classmethod
+    def _patterns(cls, v: list[str]) -> list[str]:
+        if any(not p.strip() for p in v):
+            raise ValueError("allowedImages: an empty pattern allows nothing; leave the list empty for any image")
+        return v
 
     @model_validator(mode="after")
     def _one_scope(self) -> "OperatorConfig":

@@ -116,6 +116,7 @@ OPERATOR_SPARK_CONF = KeyRule(
         "spark.kubernetes.container.image", "spark.kubernetes.container.image.pullPolicy",
         "spark.kubernetes.driver.container.image", "spark.kubernetes.executor.container.image",
         "spark.kubernetes.driver.podTemplateFile", "spark.kubernetes.executor.podTemplateFile",
+        "spark.kubernetes.driver.podTemplateContainerName", "spark.kubernetes.executor.podTemplateContainerName",
         "spark.kubernetes.executor.request.cores", "spark.kubernetes.executor.limit.cores",
         "spark.kubernetes.executor.label.scorestream.dev/modelserving",
         "spark.kubernetes.executor.label.app.kubernetes.io/component",
@@ -308,14 +309,45 @@ class SparkSpec(SparkTrigger):
             raise ValueError("; ".join(refused))
         return v
 
-    image: str = Field(min_length=1)
-    """The runtime image (scorestream with Spark, PMML4S and TensorFlow); driver and executors run it."""
+    image: str | None = Field(None, min_length=1, max_length=1024)
+    """The runtime image (scorestream with Spark, PMML4S and TensorFlow); driver and executors run it.
+    Unset: the operator's default (the chart's runtimeImage). The operator refuses an image its
+    allow-list (the chart's allowedImages) does not match."""
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field("IfNotPresent", alias="imagePullPolicy")
     """The image pull policy of the driver and executor pods."""
     driver: Resources = Field(default_factory=Resources)
     """The driver pod's resources."""
     executor: Resources = Field(default_factory=Resources)
     """Each executor pod's resources."""
+
+
+class PodTemplateMetadata(Strict):
+    labels: dict[str, str] = Field(default_factory=dict, max_length=64)
+    """Labels added to the pods; the operator's own labels (app.kubernetes.io/*,
+    scorestream.dev/modelserving) win over the template's."""
+    annotations: dict[str, str] = Field(default_factory=dict, max_length=64)
+    """Annotations added to the pods; the operator's own (scorestream.dev/config-hash) win."""
+
+
+class PodTemplate(Strict):
+    """A Kubernetes PodTemplateSpec merged under what the operator renders (docs/pod-templates.md):
+    the operator's fields win, lists of named items (containers, volumes, env, ports,
+    imagePullSecrets) are merged by name, the template's other items are kept."""
+
+    metadata: PodTemplateMetadata = Field(default_factory=PodTemplateMetadata)
+    """The pods' extra labels and annotations."""
+    spec: dict[str, Any] = Field(default_factory=dict, json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
+    """A core/v1 PodSpec (imagePullSecrets, nodeSelector, tolerations, affinity, priorityClassName,
+    volumes, initContainers, sidecar containers, and the main container's env, volumeMounts...):
+    not checked here but by the API server when the pod is made. The main container is named
+    'driver' (or 'executor'); its image, command, args, ports, resources and probes, the
+    operator's volumes and mounts, serviceAccountName and the selector labels are the operator's
+    and override the template's."""
+
+
+class PodSettings(Strict):
+    pod_template: PodTemplate | None = Field(None, alias="podTemplate")
+    """A pod template merged under the operator's pod (docs/pod-templates.md)."""
 
 
 class CheckpointSpec(Strict):
@@ -355,6 +387,10 @@ class ModelServingSpec(Strict):
     """The Spark job: image, resources, trigger interval and configuration."""
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
     """The driver's checkpoint volume."""
+    driver: PodSettings = Field(default_factory=PodSettings)
+    """The driver pod: a pod template merged into the driver StatefulSet's."""
+    executor: PodSettings = Field(default_factory=PodSettings)
+    """The executor pods: a pod template Spark starts every executor pod from."""
     upgrade_mode: Literal["last-state", "stateless"] = Field("last-state", alias="upgradeMode")
     """How a changed job resumes: last-state from its checkpoint, stateless from the data
     consumer group's committed offsets with a fresh checkpoint."""

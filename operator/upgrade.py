@@ -29,7 +29,7 @@ class Assessment:
 
 
 def _hash(name: str, namespace: str, spec: s.ModelServingSpec) -> str:
-    return desired.config_hash(desired.job_config(name, namespace, spec), spec.restart_nonce)
+    return desired.spec_hash(name, namespace, spec)
 
 
 def _ts(rfc3339: str) -> float:
