@@ -264,6 +264,8 @@ class ModelRegistry:
         self._candidates: dict[str, Candidate] = {}
         self._generation = 0
         self.rejected: deque[Rejection] = deque(maxlen=history)
+        # The list above is what /models shows and forgets; the metric counts every rejection.
+        self.rejections = 0
         self.switches = 0
 
     def install(self, model: LoadedModel) -> bool:
@@ -311,6 +313,7 @@ class ModelRegistry:
         log.warning("model %s for dataType %s rejected: %s", label, data_type, reason)
         with self._lock:
             self.rejected.append(Rejection(model=label, dataType=data_type, reason=reason, at=time.time()))
+            self.rejections += 1
 
     def snapshot(self) -> Snapshot:
         with self._lock:

@@ -241,4 +241,4 @@ class StatsCollector(Collector):
         yield info
         yield since
         yield CounterMetricFamily("scorestream_model_switches", "Models replaced while running", value=s.registry.switches)
-        yield CounterMetricFamily("scorestream_models_rejected", "Model messages rejected", value=len(s.registry.rejected))
+        yield CounterMetricFamily("scorestream_models_rejected", "Model messages rejected", value=s.registry.rejections)

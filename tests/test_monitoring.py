@@ -224,3 +224,23 @@ def test_a_status_not_recomputed_for_a_while_stops_being_exported():
     assert "CrashLoopBackOff" in generate_latest(reg).decode()
     now[0] += 2
     assert 'name="wine"' not in generate_latest(reg).decode()
+
+
+def test_rejected_models_are_counted_past_the_list_that_models_shows():
+    """/models keeps the last 50 rejections; the counter the alert's increase() reads must not
+    stop there, or a models topic rejecting steadily would look quiet."""
+    registry = ModelRegistry()
+    reg = CollectorRegistry()
+    reg.register(JobCollector(ServingStats(registry), lambda: Readiness(ready=True, reason="serving"), "ml", "wine"))
+
+    def counted() -> float:
+        text = generate_latest(reg).decode()
+        return [s.value for f in text_string_to_metric_families(text) for s in f.samples
+                if s.name == m.MODELS_REJECTED.name and s.labels == {"namespace": "ml", "name": "wine"}][0]
+
+    for i in range(120):
+        registry.reject(f"offset {i}", "wine" if i % 2 else None, "not a model")
+        if i == 49:
+            assert counted() == 50.0
+    assert len(registry.rejected) == 50
+    assert counted() == 120.0
