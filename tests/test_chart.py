@@ -104,6 +104,19 @@ def test_every_mode_renders_valid_objects(helm, mode):
         assert config.peering is None and not peerings
 
 
+def test_runtime_image_allow_list_and_api_server_cidrs_reach_the_operators_config(helm):
+    """The chart's values for the jobs (#15, #17) are the OperatorConfig fields the operator reads."""
+    objs = render(helm, "--set", "runtimeImage=registry.example.com/scorestream/runtime:0.1.0",
+                  "--set", "allowedImages={registry.example.com/scorestream/*,mirror.example.com/*}",
+                  "--set", "jobNetworkPolicy.apiServerCIDRs={10.0.0.0/24,fd00::/64}")
+    config = OperatorConfig.model_validate(yaml.safe_load(by_kind(objs, "ConfigMap")[0]["data"]["operator.yaml"]))
+    assert config.runtime_image == "registry.example.com/scorestream/runtime:0.1.0"
+    assert config.allowed_images == ["registry.example.com/scorestream/*", "mirror.example.com/*"]
+    assert config.api_server_cidrs == ["10.0.0.0/24", "fd00::/64"]
+    default = OperatorConfig.model_validate(yaml.safe_load(by_kind(render(helm), "ConfigMap")[0]["data"]["operator.yaml"]))
+    assert (default.runtime_image, default.allowed_images, default.api_server_cidrs) == (None, [], [])
+
+
 DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
@@ -142,6 +155,8 @@ def test_watched_namespaces_are_created_only_when_asked_and_outlive_the_release(
     (["--set", "operator.observeInterval=0"], "at '/operator/observeInterval'"),
     (["--set", "replicas=2"], "additional properties 'replicas' not allowed"),  # a typo of replicaCount
     (["--set", "resources.requests.memory=lots"], "at '/resources/requests/memory'"),
+    (["--set", "jobNetworkPolicy.apiServerCIDRs={10.0.0.1}"], "at '/jobNetworkPolicy/apiServerCIDRs/0'"),
+    (["--set", "allowedImages={}", "--set-json", 'allowedImages=[""]'], "at '/allowedImages/0'"),
 ])
 def test_bad_values_are_refused_with_a_message(helm, flags, message):
     res = run_helm(helm, "template", "ss", str(CHART), *flags)
