@@ -13,7 +13,8 @@ import yaml
 
 from scorestream import naming
 from scorestream.config import parse_job_config
-from scorestream.operator import desired
+from scorestream.operator import desired, images, podtemplate
+from scorestream.operator import spec as s
 
 # The oldest Kubernetes the chart supports (StatefulSet PVC retention GA, CEL in CRDs) and the newest.
 K8S_VERSIONS = ["1.32.0", "1.37.0"]
@@ -27,6 +28,9 @@ VARIANTS = {
     "storage-class": {"checkpoint": {"size": "20Gi", "storageClassName": "fast"}},
     "protobuf": {"input": {"format": "protobuf", "protobuf": {"messageType": "WineRecord"}}},
     "no-model": {"model": None},
+    "pod-templates": {k: v for k, v in yaml.safe_load(
+        (Path(__file__).resolve().parent.parent / "examples" / "wine-pod-templates.yaml").read_text())["spec"].items()
+        if k in ("driver", "executor")},
 }
 
 
@@ -168,3 +172,184 @@ def test_the_control_token_is_a_secret_mounted_into_the_driver_and_in_no_configm
     assert "t0ken" not in json.dumps(list(objs.values()))
     probes = [pod["containers"][0][p]["httpGet"]["port"] for p in ("startupProbe", "livenessProbe", "readinessProbe")]
     assert probes == ["metrics"] * 3, "probes on the read-only port"
+
+
+# --- pod templates (#17): merged under what the operator owns -----------------------------------
+
+DRIVER_TEMPLATE = {
+    "metadata": {"labels": {"team": "fraud", "scorestream.dev/modelserving": "someone-else"},
+                 "annotations": {"a": "1", desired.CONFIG_HASH_ANNOTATION: "forged"}},
+    "spec": {
+        "imagePullSecrets": [{"name": "regcred"}], "nodeSelector": {"pool": "streaming"},
+        "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+        "priorityClassName": "high", "serviceAccountName": "admin", "serviceAccount": "admin",
+        "terminationGracePeriodSeconds": 1,
+        "securityContext": {"runAsUser": 0, "supplementalGroups": [4000]},
+        "volumes": [{"name": "extra", "emptyDir": {}}, {"name": "config", "emptyDir": {}},
+                    {"name": "checkpoint", "emptyDir": {}}],
+        "initContainers": [{"name": "fetch", "image": "busybox:1.36", "command": ["true"]}],
+        "containers": [
+            {"name": "log-shipper", "image": "fluent-bit:3", "volumeMounts": [{"name": "extra", "mountPath": "/x"}]},
+            {"name": "driver", "image": "evil:latest", "command": ["sh"], "args": ["-c", "x"],
+             "ports": [{"name": "debug", "containerPort": 5005}], "resources": {"limits": {"cpu": "64"}},
+             "env": [{"name": "TZ", "value": "UTC"}, {"name": "HOME", "value": "/root"}],
+             "volumeMounts": [{"name": "extra", "mountPath": "/extra"},
+                              {"name": "extra", "mountPath": "/etc/scorestream"}]},
+        ],
+    },
+}
+
+
+def with_templates(driver=None, executor=None):
+    body = copy.deepcopy(EXAMPLE)
+    if driver is not None:
+        body["spec"]["driver"] = {"podTemplate": driver}
+    if executor is not None:
+        body["spec"]["executor"] = {"podTemplate": executor}
+    return body
+
+
+def statefulset(body):
+    return next(o for o in desired.desired_objects(body) if o["kind"] == "StatefulSet")
+
+
+def test_merge_objects_by_key_named_lists_by_name_and_the_operators_value_wins():
+    template = {"a": {"x": 1, "y": 1}, "l": [{"name": "p", "v": 1, "t": 1}, {"name": "q"}], "s": [1, 2], "k": "t"}
+    owned = {"a": {"x": 2}, "l": [{"name": "p", "v": 2}, {"name": "r"}], "s": [3], "k": "o"}
+    assert podtemplate.merge(template, owned) == {
+        "a": {"x": 2, "y": 1}, "l": [{"name": "p", "v": 2, "t": 1}, {"name": "r"}, {"name": "q"}],
+        "s": [3, 1, 2], "k": "o"}
+    # Mounts are told apart by path, not by volume name (one volume may be mounted twice).
+    mounts = podtemplate.merge([{"name": "v", "mountPath": "/a"}, {"name": "v", "mountPath": "/b", "readOnly": True}],
+                               [{"name": "w", "mountPath": "/b"}], "volumeMounts")
+    assert mounts == [{"name": "w", "mountPath": "/b", "readOnly": True}, {"name": "v", "mountPath": "/a"}]
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_the_driver_template_reaches_the_statefulset_and_what_the_operator_owns_wins(version):
+    plain = statefulset(copy.deepcopy(EXAMPLE))
+    sts = statefulset(with_templates(driver=DRIVER_TEMPLATE))
+    kubernetes_validate.validate({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "x"},
+                                  "spec": sts["spec"]}, version, strict=True)
+    meta, pod = sts["spec"]["template"]["metadata"], sts["spec"]["template"]["spec"]
+    own = plain["spec"]["template"]
+    # The template's own fields are there ...
+    assert meta["labels"]["team"] == "fraud" and meta["annotations"]["a"] == "1"
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}] and pod["nodeSelector"] == {"pool": "streaming"}
+    assert pod["tolerations"] == DRIVER_TEMPLATE["spec"]["tolerations"] and pod["priorityClassName"] == "high"
+    assert pod["initContainers"] == DRIVER_TEMPLATE["spec"]["initContainers"]
+    assert pod["securityContext"]["supplementalGroups"] == [4000]
+    assert [c["name"] for c in pod["containers"]] == ["driver", "log-shipper"]
+    assert {"name": "extra", "emptyDir": {}} in pod["volumes"]
+    main = pod["containers"][0]
+    assert {"name": "TZ", "value": "UTC"} in main["env"] and {"name": "extra", "mountPath": "/extra"} in main["volumeMounts"]
+    # ... and every field the operator owns is the operator's.
+    assert meta["labels"]["scorestream.dev/modelserving"] == "wine"
+    assert meta["annotations"][desired.CONFIG_HASH_ANNOTATION] != "forged"
+    assert sts["spec"]["selector"] == plain["spec"]["selector"]
+    assert pod["serviceAccountName"] == "wine-driver" and "serviceAccount" not in pod
+    assert pod["terminationGracePeriodSeconds"] == own["spec"]["terminationGracePeriodSeconds"]
+    assert pod["securityContext"]["runAsUser"] == desired.RUN_AS_USER
+    mine = own["spec"]["containers"][0]
+    for field in ("image", "command", "ports", "resources", "livenessProbe", "readinessProbe", "startupProbe",
+                  "securityContext"):
+        assert main[field] == mine[field], field
+    assert "args" not in main
+    assert {"name": "HOME", "value": "/tmp"} in main["env"] and {"name": "HOME", "value": "/root"} not in main["env"]
+    assert {"name": "config", "mountPath": desired.CONFIG_DIR, "readOnly": True} in main["volumeMounts"]
+    assert not any(m["mountPath"] == desired.CONFIG_DIR and m["name"] == "extra" for m in main["volumeMounts"])
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["config"] == {"name": "config", "configMap": {"name": "wine-job"}} and "checkpoint" not in volumes
+    # Without a template, nothing changes: not the pod, not the hash that rolls the driver.
+    assert plain == statefulset(with_templates())
+
+
+def test_the_executor_template_is_a_file_in_the_configmap_that_spark_is_pointed_at():
+    template = {"metadata": {"labels": {"team": "fraud", "app.kubernetes.io/component": "x"},
+                             "annotations": {"a": "1"}},
+                "spec": {"nodeSelector": {"type": "kwok"}, "serviceAccountName": "admin",
+                         "tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}],
+                         "containers": [{"name": "sidecar", "image": "busybox"},
+                                        {"name": "executor", "image": "evil", "args": ["x"],
+                                         "env": [{"name": "TZ", "value": "UTC"}]}]}}
+    objs = desired.desired_objects(with_templates(executor=template))
+    cm = next(o for o in objs if o["kind"] == "ConfigMap")
+    conf = json.loads(cm["data"]["job.json"])["spark"]["conf"]
+    assert conf["spark.kubernetes.executor.podTemplateFile"] == desired.EXECUTOR_TEMPLATE_FILE
+    assert conf["spark.kubernetes.executor.podTemplateContainerName"] == desired.EXECUTOR_CONTAINER
+    # The ConfigMap is mounted whole at the config directory: the file is where Spark looks.
+    assert desired.EXECUTOR_TEMPLATE_FILE == f"{desired.CONFIG_DIR}/{desired.EXECUTOR_TEMPLATE_KEY}"
+    pod = yaml.safe_load(cm["data"][desired.EXECUTOR_TEMPLATE_KEY])
+    kubernetes_validate.validate({**pod, "metadata": {**pod["metadata"], "name": "x"},
+                                  "spec": {**pod["spec"], "containers": [{**c, "image": c.get("image", "i")}
+                                                                         for c in pod["spec"]["containers"]]}},
+                                 K8S_VERSIONS[-1], strict=True)
+    assert pod["metadata"]["labels"] == {"team": "fraud", "scorestream.dev/modelserving": "wine",
+                                         "app.kubernetes.io/component": "executor"}
+    assert pod["metadata"]["annotations"] == {"a": "1"}
+    assert pod["spec"]["nodeSelector"] == {"type": "kwok"} and "serviceAccountName" not in pod["spec"]
+    assert pod["spec"]["tolerations"] == template["spec"]["tolerations"]
+    # The main container first and named as Spark is told, without the fields Spark sets itself.
+    assert pod["spec"]["containers"] == [{"name": "executor", "env": [{"name": "TZ", "value": "UTC"}]},
+                                         {"name": "sidecar", "image": "busybox"}]
+    # A template with no main container gets one: Spark would otherwise start from the first (a sidecar).
+    only_sidecar = yaml.safe_load(next(o for o in desired.desired_objects(with_templates(executor={
+        "spec": {"containers": [{"name": "sidecar", "image": "busybox"}]}})) if o["kind"] == "ConfigMap")[
+        "data"][desired.EXECUTOR_TEMPLATE_KEY])
+    assert [c["name"] for c in only_sidecar["spec"]["containers"]] == ["executor", "sidecar"]
+    # A changed executor template rolls the driver (Spark reads it at the driver's start).
+    def hash_of(body):
+        return statefulset(body)["spec"]["template"]["metadata"]["annotations"][desired.CONFIG_HASH_ANNOTATION]
+    changed = copy.deepcopy(template)
+    changed["spec"]["nodeSelector"] = {"type": "other"}
+    assert hash_of(with_templates(executor=template)) != hash_of(with_templates(executor=changed))
+    assert "spark.kubernetes.executor.podTemplateFile" not in json.loads(
+        next(o for o in desired.desired_objects(copy.deepcopy(EXAMPLE)) if o["kind"] == "ConfigMap")["data"]["job.json"]
+    )["spark"]["conf"]
+
+
+def test_the_network_policy_admits_the_api_servers_cidrs_to_the_read_only_port_only():
+    assert len(desired.network_policy("wine")["ingress"]) == 3
+    policy = desired.network_policy("wine", ("10.0.0.0/24", "fd00::/64"))
+    assert policy["ingress"][3] == {"from": [{"ipBlock": {"cidr": "10.0.0.0/24"}}, {"ipBlock": {"cidr": "fd00::/64"}}],
+                                    "ports": [{"protocol": "TCP", "port": desired.METRICS_PORT}]}
+    rendered = next(o for o in desired.desired_objects(copy.deepcopy(EXAMPLE), settings=desired.Settings(("10.0.0.0/24",)))
+                    if o["kind"] == "NetworkPolicy")
+    kubernetes_validate.validate(rendered, K8S_VERSIONS[-1], strict=True)
+    assert rendered["spec"]["ingress"][3]["from"] == [{"ipBlock": {"cidr": "10.0.0.0/24"}}]
+
+
+def spec_of(**spark):
+    body = copy.deepcopy(EXAMPLE)
+    body["spec"]["spark"].update(spark)
+    body["spec"]["spark"] = {k: v for k, v in body["spec"]["spark"].items() if v is not None}
+    return s.ModelServingSpec.model_validate(body["spec"])
+
+
+def test_the_runtime_image_defaults_to_the_operators_and_the_allow_list_refuses_others():
+    mine = "registry.example.com/scorestream/runtime:0.1.0"
+    assert images.decide(spec_of(image=None), mine, []) == images.Verdict(mine)
+    assert images.decide(spec_of(image=None), None, []).reason == "NoRuntimeImage"
+    allow = ["registry.example.com/scorestream/*"]
+    assert images.decide(spec_of(image="registry.example.com/scorestream/x@sha256:ab"), None, allow).image
+    refused = images.decide(spec_of(image="docker.io/evil/miner:1"), mine, allow)
+    assert refused.image is None and refused.reason == "ImageNotAllowed" and "'docker.io/evil/miner:1'" in refused.message
+    # Not a prefix match: a look-alike registry host does not pass.
+    assert images.decide(spec_of(image="registry.example.com.evil.io/scorestream/x"), None, allow).image is None
+    # The admin's default is allowed whatever the list says, and so is naming it explicitly.
+    assert images.decide(spec_of(image=mine), mine, ["other/*"]).image == mine
+    # A sidecar or init container of a template is an image too; the main container's is never taken.
+    body = with_templates(driver={"spec": {"containers": [{"name": "driver", "image": "anything"},
+                                                          {"name": "side", "image": "docker.io/evil/side"}]}},
+                          executor={"spec": {"initContainers": [{"name": "i", "image": "registry.example.com/scorestream/i"}]}})
+    body["spec"]["spark"]["image"] = "registry.example.com/scorestream/runtime:1"
+    verdict = images.decide(s.ModelServingSpec.model_validate(body["spec"]), None, allow)
+    assert verdict.reason == "ImageNotAllowed" and "docker.io/evil/side" in verdict.message and "anything" not in verdict.message
+    # The resource as rendered: its spec with the image filled in, the rest untouched.
+    raw = copy.deepcopy(EXAMPLE)
+    del raw["spec"]["spark"]["image"]
+    filled = images.with_image(raw, mine)
+    assert filled["spec"]["spark"]["image"] == mine and "image" not in raw["spec"]["spark"]
+    assert statefulset(filled)["spec"]["template"]["spec"]["containers"][0]["image"] == mine
+    with pytest.raises(ValueError, match="spec.spark.image is not set"):
+        desired.desired_objects(raw)
