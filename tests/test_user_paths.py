@@ -19,8 +19,8 @@ from scorestream.demo.broker import create_topics
 from scorestream.operator import crd
 
 from fake_job import job  # noqa: F401 - the job's stand-in
-from operator_harness import (CLUSTER, MS, ApiError, Operator, api, driver_pod, obj, operator_config,  # noqa: F401
-                              resource, tool, topics, until)
+from operator_harness import (CLUSTER, MS, ApiError, Operator, api, apply, condition, driver_pod, events, obj,  # noqa: F401
+                              operator_config, resource, tool, topics, until)
 from test_crd import INVALID_CASES, invalid_case
 
 REPO = Path(__file__).resolve().parents[1]
@@ -188,5 +188,73 @@ async def test_kubectl_wait_scale_and_delete_on_a_running_resource(api, job, bro
         await until(lambda: kubectl(api, "get", "statefulsets,services,configmaps,serviceaccounts,roles,rolebindings,pods",
                                     "-n", api.ns, "-l", selector, "-o", "name").stdout.strip() == "",
                     timeout=60, what="the children collected")
+    finally:
+        await op.stop()
+
+
+RUNTIME = "registry.example.com/scorestream/scorestream-runtime:0.1.0"
+
+
+@pytest.mark.broker
+async def test_pod_templates_the_default_image_and_the_allow_list_on_the_real_api_server(api, job, broker, topics):
+    """#17 and #15 through the operator: a resource naming no image runs the operator's default,
+    with its driver template in the StatefulSet and on the pod kwok runs (a sidecar, labels, an
+    annotation, a pull secret, a nodeSelector and a toleration), the image the template names for
+    the main container overridden; a resource naming an image outside allowedImages gets nothing
+    created, Degraded=True ImageNotAllowed and an Event, and runs once its image is allowed."""
+    create_topics(broker.bootstrap, {topics["dataTopic"]: 2})
+    op = Operator(api, operator_config(api, observeInterval=0.5, endpointTemplate=job.url, runtimeImage=RUNTIME,
+                                       allowedImages=["registry.example.com/scorestream/*"]))
+    await op.start()
+    try:
+        template = {
+            "metadata": {"labels": {"team": "fraud"}, "annotations": {"example.com/owner": "fraud-team"}},
+            "spec": {
+                "imagePullSecrets": [{"name": "registry-example-com"}],
+                "nodeSelector": {"type": "kwok"},
+                "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "streaming", "effect": "NoSchedule"}],
+                "containers": [
+                    {"name": "driver", "image": "docker.io/evil/miner:1", "env": [{"name": "TZ", "value": "UTC"}]},
+                    {"name": "log-shipper", "image": "registry.example.com/scorestream/log-shipper:1"},
+                ],
+            },
+        }
+        body = resource(topics, broker, driver={"podTemplate": template})
+        del body["spec"]["spark"]["image"]
+        await apply(api, body)
+        pod = await driver_pod(api)
+        sts = obj(api, "apps/v1/statefulsets", "wine-driver")
+        for where in (sts["spec"]["template"], pod):
+            assert where["metadata"]["labels"]["team"] == "fraud"
+            assert where["metadata"]["labels"]["scorestream.dev/modelserving"] == "wine"
+            assert where["metadata"]["annotations"]["example.com/owner"] == "fraud-team"
+            spec = where["spec"]
+            assert spec["imagePullSecrets"] == [{"name": "registry-example-com"}]
+            assert spec["nodeSelector"] == {"type": "kwok"} and template["spec"]["tolerations"][0] in spec["tolerations"]
+            assert [(c["name"], c["image"]) for c in spec["containers"]] == [
+                ("driver", RUNTIME), ("log-shipper", "registry.example.com/scorestream/log-shipper:1")]
+            assert {"name": "TZ", "value": "UTC"} in spec["containers"][0]["env"]
+            assert spec["serviceAccountName"] == "wine-driver"
+        assert pod["spec"]["nodeName"] == "kwok-node-0"
+        conf = json.loads(obj(api, "v1/configmaps", "wine-job")["data"]["job.json"])["spark"]["conf"]
+        assert conf["spark.kubernetes.container.image"] == RUNTIME
+        assert (obj(api, MS, "wine")["spec"]["spark"].get("image")) is None  # the spec is the user's, untouched
+
+        bad = resource(topics, broker, name="wine-bad")
+        bad["spec"]["spark"]["image"] = "docker.io/evil/miner:1"
+        await apply(api, bad)
+        degraded = await until(lambda: (c := condition(api, "wine-bad", "Degraded")).get("reason") == "ImageNotAllowed"
+                               and c, timeout=30, what="wine-bad Degraded: ImageNotAllowed")
+        assert degraded["status"] == "True" and "docker.io/evil/miner:1" in degraded["message"]
+        assert condition(api, "wine-bad", "Ready")["status"] == "False"
+        await until(lambda: any(e["involvedObject"]["name"] == "wine-bad" and e["type"] == "Warning"
+                                for e in events(api, "ImageNotAllowed")), timeout=30, what="the ImageNotAllowed Event")
+        assert obj(api, "apps/v1/statefulsets", "wine-bad-driver") is None
+        assert obj(api, "v1/configmaps", "wine-bad-job") is None
+
+        bad["spec"]["spark"]["image"] = "registry.example.com/scorestream/scorestream-runtime:0.2.0"
+        await apply(api, bad)
+        await until(lambda: obj(api, "apps/v1/statefulsets", "wine-bad-driver"), timeout=30,
+                    what="wine-bad's StatefulSet once its image is allowed")
     finally:
         await op.stop()
