@@ -40,6 +40,15 @@ print("stopped", flush=True)
 """
 
 
+# spec.executor.podTemplate (#17): what Spark must carry onto every executor pod it creates.
+EXECUTOR_TEMPLATE = {
+    "metadata": {"labels": {"team": "fraud"}, "annotations": {"example.com/owner": "fraud-team"}},
+    "spec": {"nodeSelector": {"type": "kwok"},
+             "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "streaming", "effect": "NoSchedule"}],
+             "containers": [{"name": "executor", "env": [{"name": "TZ", "value": "UTC"}]}]},
+}
+
+
 def _rules_allow(rules: list[dict], verb: str, resource: str) -> bool:
     return any(resource in r["resources"] and verb in r["verbs"] and r["apiGroups"] == [""] for r in rules)
 
@@ -51,15 +60,20 @@ async def test_the_driver_asks_the_api_server_for_its_executors_with_its_own_ser
     op = Operator(api, operator_config(api, observeInterval=0.5, endpointTemplate=job.url))
     await op.start()
     try:
-        await apply(api, resource(topics, broker, replicas=2))
+        await apply(api, resource(topics, broker, replicas=2, executor={"podTemplate": EXECUTOR_TEMPLATE}))
         pod = await driver_pod(api)
-        config = JobConfig.model_validate_json(obj(api, "v1/configmaps", "wine-job")["data"]["job.json"])
+        data = obj(api, "v1/configmaps", "wine-job")["data"]
+        config = JobConfig.model_validate_json(data["job.json"])
     finally:
         await op.stop()
 
     names = desired.Names("wine", api.ns)
     token = tmp_path / "token"
     token.write_text(api.cluster.token(api.ns, names.service_account))
+    # The executor template as the driver pod has it (the ConfigMap mounted at CONFIG_DIR), here.
+    assert config.spark.conf["spark.kubernetes.executor.podTemplateFile"] == desired.EXECUTOR_TEMPLATE_FILE
+    template = tmp_path / desired.EXECUTOR_TEMPLATE_KEY
+    template.write_text(data[desired.EXECUTOR_TEMPLATE_KEY])
     conf = {
         **config.spark.conf,
         # Client mode from outside the cluster: the driver reaches the API server with the
@@ -68,6 +82,7 @@ async def test_the_driver_asks_the_api_server_for_its_executors_with_its_own_ser
         "spark.kubernetes.authenticate.oauthTokenFile": str(token),
         "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
         "spark.driver.port": "0", "spark.driver.blockManager.port": "0",
+        "spark.kubernetes.executor.podTemplateFile": str(template),
         # No executor registers under kwok: do not wait for them before the session is up.
         "spark.scheduler.maxRegisteredResourcesWaitingTime": "1s",
     }
@@ -95,7 +110,13 @@ async def test_the_driver_asks_the_api_server_for_its_executors_with_its_own_ser
             (owner,) = meta["ownerReferences"]
             assert (owner["kind"], owner["name"], owner["uid"]) == ("Pod", pod["metadata"]["name"], pod["metadata"]["uid"])
             assert p["spec"]["serviceAccountName"] in (None, "default", names.service_account)
-            assert p["spec"]["containers"][0]["image"] == config.spark.conf["spark.kubernetes.container.image"]
+            (main,) = [c for c in p["spec"]["containers"] if c["name"] == desired.EXECUTOR_CONTAINER]
+            assert main["image"] == config.spark.conf["spark.kubernetes.container.image"]
+            # The executor template's fields, carried by Spark onto the pod it made.
+            assert meta["labels"]["team"] == "fraud" and meta["annotations"]["example.com/owner"] == "fraud-team"
+            assert p["spec"]["nodeSelector"] == {"type": "kwok"}
+            assert EXECUTOR_TEMPLATE["spec"]["tolerations"][0] in p["spec"]["tolerations"]
+            assert {"name": "TZ", "value": "UTC"} in main["env"]
         await until(lambda: all((p.get("spec") or {}).get("nodeName") for p in executors()), timeout=30,
                     what="the executors scheduled onto a kwok node")
     finally:
@@ -122,5 +143,5 @@ async def test_the_driver_asks_the_api_server_for_its_executors_with_its_own_ser
     for verb, res, code in calls:
         assert code == 403 or _rules_allow(desired.DRIVER_RULES, verb, res), (verb, res)
     with capsys.disabled():
-        print(f"\nSpark on Kubernetes: 2 executor pods requested by the driver's ServiceAccount "
+        print(f"\nSpark on Kubernetes: 2 executor pods (from the executor pod template) requested by the driver's ServiceAccount "
               f"{seconds:.1f} s after the driver started; its calls: {sorted({(v, r) for v, r, _ in calls})}")
