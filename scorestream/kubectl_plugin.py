@@ -5,7 +5,7 @@ kubectl runs any executable named `kubectl-<name>` on PATH as `kubectl <name>`; 
 user (their kubeconfig, context and RBAC):
 
 - status, models, stats read the resource, its Events, and the job's /models and /stats through
-  the API server's service proxy (`/api/v1/namespaces/NS/services/NAME-driver:8080/proxy/...`):
+  the API server's service proxy (`/api/v1/namespaces/NS/services/NAME-driver:9090/proxy/...`, the job's read-only port):
   no port-forward, and the `services/proxy` permission decides who may look;
 - promote, abort, rollback, restart patch the resource (the control annotations, or
   spec.restartNonce): the operator acts on them and records what it did in status, so GitOps
@@ -30,7 +30,7 @@ from pydantic import BaseModel, ValidationError
 
 from scorestream.api import job_http as h
 from scorestream.operator import spec as s
-from scorestream.operator.desired import HTTP_PORT, Names
+from scorestream.operator.desired import METRICS_PORT, Names
 from scorestream.operator.rollout import rollback_value
 
 UNREACHABLE = 3  # not 2: argparse exits 2 on a usage error
@@ -102,7 +102,9 @@ class Cluster:
         parsed as the job's typed answer. Raises JobUnreachable."""
         from kubernetes.client.exceptions import ApiException
 
-        service = f"{Names(name, self.namespace).driver}:{HTTP_PORT}"
+        # The read-only port: the plugin only reads, and the job's NetworkPolicy admits the API
+        # server (apiServerCIDRs) there and nowhere else.
+        service = f"{Names(name, self.namespace).driver}:{METRICS_PORT}"
         where = f"/api/v1/namespaces/{self.namespace}/services/{service}/proxy/{path}"
         try:
             raw = self.core.connect_get_namespaced_service_proxy_with_path(

@@ -7,7 +7,7 @@ kwok runs no container, so nothing listens at the driver pod's IP. The API serve
 service only to an endpoint address that is one of its target pod's IPs, and Endpoints refuse
 loopback addresses: so the test makes a host of its own (tests/netns.py: a network namespace on a
 veth pair), writes that host's address into the driver pod's status as the pod's IP — the part a
-kubelet and CNI play — and forwards its port 8080 (the driver's container port) to the stand-in.
+kubelet and CNI play — and forwards its port 9090 (the driver's read-only container port, which the plugin reads) to the stand-in.
 The endpoints controller then points the Service there, and the API server's proxy reaches the
 stand-in: nothing is mocked on the path from kubectl to the job's answer.
 """
@@ -30,7 +30,7 @@ from scorestream.api import job_http as h
 from scorestream.demo.broker import create_topics, free_port
 from scorestream.demo.process import read_topic
 from scorestream.operator import spec as s
-from scorestream.operator.desired import CONFIG_HASH_ANNOTATION, HTTP_PORT
+from scorestream.operator.desired import CONFIG_HASH_ANNOTATION, METRICS_PORT
 
 from fake_job import FakeJob, model_info, serving_figures
 from netns import OwnHost, Unavailable
@@ -85,7 +85,7 @@ async def job():
         port = free_port()
         for address in ("127.0.0.1", host.ours):  # the operator's endpoint, and the proxied path
             await web.TCPSite(runner, address, port).start()
-        await asyncio.to_thread(host.forward, HTTP_PORT, port)
+        await asyncio.to_thread(host.forward, METRICS_PORT, port)
         fake.address, fake.url, fake.runner = host.address, f"http://127.0.0.1:{port}", runner
         yield fake
     finally:
