@@ -17,9 +17,10 @@ from scorestream.operator import spec as s
 
 # The main container's fields the operator sets whole: a template's value would not be merged
 # into them but replaced (args would be appended to the operator's command, a port list merged
-# by name could expose another port, probes and resources come from spec.spark).
+# by name could expose another port, probes and resources come from spec.spark, and a merged
+# securityContext could add capabilities or `privileged` next to the operator's hardening).
 MAIN_CONTAINER_OWNED = ("image", "imagePullPolicy", "command", "args", "ports", "resources",
-                        "startupProbe", "livenessProbe", "readinessProbe")
+                        "startupProbe", "livenessProbe", "readinessProbe", "securityContext")
 # Pod fields the operator decides whatever the template says: who the pod runs as (the driver's
 # ServiceAccount is what its Role is bound to; `serviceAccount` is the field's deprecated alias).
 POD_OWNED = ("serviceAccountName", "serviceAccount", "automountServiceAccountToken",

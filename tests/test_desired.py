@@ -192,6 +192,7 @@ DRIVER_TEMPLATE = {
             {"name": "log-shipper", "image": "fluent-bit:3", "volumeMounts": [{"name": "extra", "mountPath": "/x"}]},
             {"name": "driver", "image": "evil:latest", "command": ["sh"], "args": ["-c", "x"],
              "ports": [{"name": "debug", "containerPort": 5005}], "resources": {"limits": {"cpu": "64"}},
+             "securityContext": {"privileged": True, "capabilities": {"add": ["NET_ADMIN"]}},
              "env": [{"name": "TZ", "value": "UTC"}, {"name": "HOME", "value": "/root"}],
              "volumeMounts": [{"name": "extra", "mountPath": "/extra"},
                               {"name": "extra", "mountPath": "/etc/scorestream"}]},
