@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -25,6 +26,11 @@ from scorestream.api.verification import VerificationReport
 from scorestream.config import JobConfig
 
 log = logging.getLogger(__name__)
+
+
+# Under Spark's one-minute idle timeout for Python workers, with room for a ping that waits for a
+# task slot behind a long batch. 0 turns it off (to measure what it saves).
+KEEP_WARM_SECONDS = float(os.environ.get("SCORESTREAM_KEEP_WARM_SECONDS", "30"))
 
 
 class ModelRejected(ValueError):
@@ -87,6 +93,29 @@ class ModelLoader:
         self.dir = Path(config.work_dir) / "models"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.fields = [normalize(f) for f in config.input.fields] if config.input.fields else None
+
+    def keep_warm(self, registry: "ModelRegistry", stop: threading.Event,
+                  every: float = KEEP_WARM_SECONDS) -> threading.Thread | None:
+        """Spark stops the Python workers when none was used for a minute (its PythonWorkerFactory's
+        idle timeout), and TensorFlow and the loaded models with them: after a pause in the data the
+        next batch, or the next swap, would import TensorFlow again (5-15 s here). While a
+        TensorFlow model serves or stands as candidate, a task that does nothing keeps them in use.
+        A PMML-only job never pings, so it never starts a Python worker."""
+        ping = getattr(self.check_tensorflow, "ping", None)
+        if ping is None or every <= 0:
+            return None
+
+        def run() -> None:
+            while not stop.wait(every):
+                if any(m.format == "tensorflow" for m in registry.snapshot().all_models()):
+                    try:
+                        ping()
+                    except Exception as e:  # the context stopping; the next ping tries again
+                        log.debug("keeping the Python workers in use failed: %s", _short(e))
+
+        thread = threading.Thread(target=run, name="python-workers-in-use", daemon=True)
+        thread.start()
+        return thread
 
     def load(self, d: ModelDescriptor) -> LoadedModel:
         if ":" in d.name:

@@ -218,6 +218,14 @@ def worker_admission(spark, result_ddl: str) -> Callable[[str, int, list[dict]],
                    for k in ("importSeconds", "loadSeconds", "predictSeconds", "fillSeconds")}
         return WorkerAnswer(reason, filled[tasks:], seconds, len({r["pid"] for r in reports}))
 
+    def ping() -> None:
+        """A task in an Arrow Python worker that does nothing: the workers are in use."""
+        def same(batches):
+            yield from batches
+
+        spark.createDataFrame([(None,)], schema).mapInArrow(same, schema).collect()
+
+    admit.ping = ping  # for ModelLoader.keep_warm
     return admit
 
 
