@@ -67,6 +67,34 @@ def test_example_is_admitted_and_defaulted():
     assert spec.upgrade_mode == "last-state" and spec.checkpoint.size == "1Gi"
 
 
+def test_the_image_may_be_left_to_the_operator_and_pod_templates_are_admitted_whole():
+    """spec.spark.image is optional (the operator's runtimeImage fills it in); a pod template's
+    metadata is typed, its PodSpec kept as given (preserve-unknown-fields) for the API server to
+    check when the pod is made."""
+    no_image = copy.deepcopy(EXAMPLE)
+    del no_image["spec"]["spark"]["image"]
+    assert admit(no_image) == [] and ModelServingSpec.model_validate(no_image["spec"]).spark.image is None
+    templated = copy.deepcopy(EXAMPLE)
+    pod_spec = {"nodeSelector": {"a": "b"}, "tolerations": [{"key": "k", "operator": "Exists"}],
+                "containers": [{"name": "driver", "env": [{"name": "TZ", "value": "UTC"}]}], "futureField": {"x": 1}}
+    templated["spec"]["driver"] = {"podTemplate": {"metadata": {"labels": {"team": "t"}}, "spec": pod_spec}}
+    templated["spec"]["executor"] = {"podTemplate": {"spec": pod_spec}}
+    assert admit(templated) == []
+    assert ModelServingSpec.model_validate(templated["spec"]).driver.pod_template.spec == pod_spec
+    schema = crd.generate()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    for side in ("driver", "executor"):
+        template = schema[side]["properties"]["podTemplate"]["properties"]
+        assert template["spec"]["x-kubernetes-preserve-unknown-fields"] is True
+        assert set(template["metadata"]["properties"]) == {"labels", "annotations"}
+    bad = copy.deepcopy(templated)
+    bad["spec"]["driver"]["podTemplate"]["metadata"]["labels"] = {"team": 1}
+    assert any("labels" in e for e in admit(bad))
+    for key in ("spark.kubernetes.executor.podTemplateFile", "spark.kubernetes.executor.podTemplateContainerName"):
+        conf = copy.deepcopy(EXAMPLE)
+        conf["spec"]["spark"]["conf"] = {key: "/x"}
+        assert any(key in e for e in admit(conf)), key
+
+
 def _set(obj, path, value):
     node = obj
     for key in path[:-1]:

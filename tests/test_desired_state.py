@@ -117,3 +117,29 @@ def test_an_edited_child_is_drift():
     assert desired.drifted(b, edited, status.recorded(b), deleted=False)
     stranger = {**role, "metadata": {**role["metadata"], "name": "not-ours"}}
     assert not desired.drifted(b, stranger, status.recorded(b), deleted=True)
+
+
+def test_a_refused_image_keeps_the_status_it_had_and_says_why():
+    """reconciler.refused_status: Degraded/Ready/Progressing with the reason; the model history and
+    the last stable spec stay (the job may still run the last allowed configuration)."""
+    from scorestream.operator import reconciler
+
+    before = {"phase": "Running", "lastStableSpec": {"generation": 1, "spec": EXAMPLE["spec"]},
+              "model": {"history": [{"name": "m", "version": "1", "outcome": "Serving", "at": "t"}]},
+              "conditions": [{"type": "Ready", "status": "True", "reason": "Serving", "message": "",
+                              "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1},
+                             {"type": "ModelReady", "status": "True", "reason": "Serving", "message": "",
+                              "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}]}
+    refused = reconciler.refused_status({**body(), "status": before}, "ImageNotAllowed", "image 'x' not allowed",
+                                        now="2026-01-02T00:00:00Z")
+    s.ModelServingStatus.model_validate(refused)
+    by_type = {c["type"]: c for c in refused["conditions"]}
+    assert (by_type["Degraded"]["status"], by_type["Degraded"]["reason"]) == ("True", "ImageNotAllowed")
+    assert by_type["Ready"]["status"] == "False" and by_type["Ready"]["lastTransitionTime"] == "2026-01-02T00:00:00Z"
+    assert by_type["ModelReady"] == before["conditions"][1]
+    assert refused["phase"] == "Failed" and refused["observedGeneration"] == 2
+    assert refused["lastStableSpec"] == before["lastStableSpec"] and refused["model"] == before["model"]
+    # Said again, it keeps its transition time: no new transition, no new Event.
+    again = reconciler.refused_status({**body(), "status": refused}, "ImageNotAllowed", "image 'x' not allowed",
+                                      now="2026-01-03T00:00:00Z")
+    assert {c["type"]: c for c in again["conditions"]}["Degraded"]["lastTransitionTime"] == "2026-01-02T00:00:00Z"
