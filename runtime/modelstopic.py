@@ -126,14 +126,17 @@ class ModelsFollower:
             if not data_type:
                 self.registry.reject(label, None, str(e))
             return None
-        if not self._served(d.data_type):
+        mismatch = bool(key.data_type) and (key.data_type != d.data_type or key.candidate != (d.candidate is not None))
+        # A message keyed to a dataType this job serves is its concern whatever its descriptor
+        # says: skipping it for naming another dataType would leave no trace of the bad message.
+        if not self._served(d.data_type) and not (mismatch and self._served(key.data_type)):
             return None
-        if key.data_type and (key.data_type != d.data_type or key.candidate != (d.candidate is not None)):
+        if mismatch:
             # Compaction keeps the newest message per key: a dataType or role that disagrees with
             # its key would be kept or dropped with the wrong messages.
             want = (naming.model_key(self.config.namespace, self.config.name, d.data_type, d.candidate is not None)
                     if key.namespace is not None else naming.unaddressed_model_key(d.data_type, d.candidate is not None))
-            return Item(d.data_type, key.candidate, d.label,
+            return Item(d.data_type if self._served(d.data_type) else key.data_type, key.candidate, d.label,
                         reason=f"message key for {key.data_type!r} does not match the descriptor: expected {want!r}")
         return Item(d.data_type, d.candidate is not None, d.label, descriptor=d)
 
