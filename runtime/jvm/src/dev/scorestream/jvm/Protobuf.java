@@ -62,7 +62,7 @@ final class Protobuf {
           long v = fixed(b, pos, 8);
           if (f != null) {
             out.put(
-                f.name, f.type.equals("double") ? Double.longBitsToDouble(v) : (double) v);
+                f.name, f.type.equals("double") ? RecordFields.finite(Double.longBitsToDouble(v)) : (double) v);
           }
           break;
         }
@@ -71,15 +71,17 @@ final class Protobuf {
           if (f != null) {
             out.put(
                 f.name,
-                f.type.equals("float") ? (double) Float.intBitsToFloat((int) v) : (double) (int) v);
+                f.type.equals("float") ? RecordFields.finite(Float.intBitsToFloat((int) v)) : (double) (int) v);
           }
           break;
         }
         case 2: {
-          int len = (int) varint(b, pos);
-          if (len < 0 || pos[0] + len > b.length) {
+          // Compared as a long, before any cast: a length past 2^31 must not wrap into range.
+          long declared = varint(b, pos);
+          if (declared < 0 || declared > b.length - pos[0]) {
             throw new IllegalArgumentException("truncated protobuf field " + number);
           }
+          int len = (int) declared;
           if (f != null) {
             out.put(
                 f.name,

@@ -50,6 +50,14 @@ public final class RecordFields {
     return n;
   }
 
+  /**
+   * A number a double cannot hold (1e400 overflows to Infinity) is not a usable feature: a model
+   * would score it without complaint, so it is refused as not a number, as NaN is by the parser.
+   */
+  static Object finite(double d) {
+    return Double.isFinite(d) ? (Object) d : Boolean.FALSE;
+  }
+
   /** A JSON object's top-level fields: numbers as Double, strings as String, others by type. */
   public static Map<String, Object> decodeJson(byte[] value) throws Exception {
     if (value == null) throw new IllegalArgumentException("record has no value");
@@ -65,7 +73,7 @@ public final class RecordFields {
         switch (v) {
           case VALUE_NUMBER_INT:
           case VALUE_NUMBER_FLOAT:
-            out.put(name, p.getDoubleValue());
+            out.put(name, finite(p.getDoubleValue()));
             break;
           case VALUE_STRING:
             out.put(name, p.getText());

@@ -23,6 +23,15 @@ final class Records {
   private Records() {}
 
   static final String HEADER_PREFIX = "scorestream.";
+
+  /**
+   * The most a written record's key and value may hold together. Kafka's default limits (the
+   * producer's max.request.size, 1,048,576; the broker's message.max.bytes, 1,048,588) also count
+   * headers and batch framing: a record the data topic took at its limit no longer fits once a
+   * dead letter's headers are added, and the sink's RecordTooLargeException fails the whole query,
+   * so one record could stop the job. Below this bound there is room for the headers.
+   */
+  static final int MAX_RECORD_BYTES = 1_000_000;
   private static final JsonFactory JSON = new JsonFactory();
   private static final ThreadLocal<ByteArrayBuilder> BUFFER = ThreadLocal.withInitial(() -> new ByteArrayBuilder(512));
   private static final ThreadLocal<Clock> CLOCK = ThreadLocal.withInitial(Clock::new);
@@ -34,9 +43,15 @@ final class Records {
     final int partition;
     final long offset;
     final long timestampMillis;
+    final int valueBytes; // -1: not known here (a row back from TensorFlow)
 
     Source(byte[] key, String topic, Integer partition, Long offset, Long timestampMillis) {
+      this(key, null, topic, partition, offset, timestampMillis);
+    }
+
+    Source(byte[] key, byte[] value, String topic, Integer partition, Long offset, Long timestampMillis) {
       this.key = key;
+      this.valueBytes = value == null ? -1 : value.length;
       this.topic = topic;
       this.partition = partition == null ? -1 : partition;
       this.offset = offset == null ? -1 : offset;
@@ -85,9 +100,28 @@ final class Records {
     return buf.toByteArray();
   }
 
+  static int keyBytes(Source src) {
+    return src.key == null ? 0 : src.key.length;
+  }
+
+  /**
+   * A dead letter as the sink writes it: a null value keeps the record's own. One too large to
+   * write with the headers goes without its value (empty), with header {@code value.dropped} = its
+   * length in bytes; the source headers say where the record itself still is.
+   */
+  static Row deadLetter(String topic, Source src, String stage, String reason, String route, long batchId) {
+    List<Row> h = deadHeaders(src, stage, reason, route, batchId);
+    byte[] value = null;
+    if (keyBytes(src) + Math.max(src.valueBytes, 0) > MAX_RECORD_BYTES) {
+      value = new byte[0];
+      h.add(header("value.dropped", Integer.toString(src.valueBytes)));
+    }
+    return RowFactory.create(topic, value, h, null);
+  }
+
   /** The headers a dead letter adds to the record's own: why, where, which model, which batch. */
   static List<Row> deadHeaders(Source src, String stage, String reason, String route, long batchId) {
-    List<Row> h = new ArrayList<>(7);
+    List<Row> h = new ArrayList<>(8);
     h.add(header("reason", reason));
     h.add(header("stage", stage));
     h.add(header("source.topic", src.topic));

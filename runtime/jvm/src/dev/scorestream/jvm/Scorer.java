@@ -95,7 +95,7 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
   public Row call(byte[] key, byte[] value, String topic, Integer partition, Long offset, Long timestamp) {
     Table t = table();
     counts.received();
-    Records.Source src = new Records.Source(key, topic, partition, offset, timestamp);
+    Records.Source src = new Records.Source(key, value, topic, partition, offset, timestamp);
     Map<String, Object> fields;
     try {
       fields = t.protobuf == null ? RecordFields.decodeJson(value) : Protobuf.decode(value, t.protobuf);
@@ -148,17 +148,24 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
   static Row finish(Table t, BatchCounts counts, Records.Source src, String dataType, Slot p, Slot s) {
     if (p.failed()) {
       counts.failed(p.route);
-      return RowFactory.create(t.deadLetterTopic, null, Records.deadHeaders(src, p.stage, p.error, p.route, t.batchId), null);
+      return Records.deadLetter(t.deadLetterTopic, src, p.stage, p.error, p.route, t.batchId);
     }
     if (p.prediction == null && p.label == null) {
       // A TensorFlow slot that came back without a result: a fault of ours, not of the record.
       counts.failed(p.route);
-      return RowFactory.create(t.deadLetterTopic, null,
-          Records.deadHeaders(src, "score", "model produced no prediction", p.route, t.batchId), null);
+      return Records.deadLetter(t.deadLetterTopic, src, "score", "model produced no prediction", p.route, t.batchId);
+    }
+    byte[] record = Records.prediction(src, dataType, p, t.batchId);
+    if (Records.keyBytes(src) + record.length > Records.MAX_RECORD_BYTES) {
+      // The prediction repeats the key (escaped): a huge key makes a record the sink cannot write.
+      counts.failed(p.route);
+      return Records.deadLetter(t.deadLetterTopic, src, "validate", "record key of " + Records.keyBytes(src)
+          + " bytes: its prediction would exceed the " + Records.MAX_RECORD_BYTES + " bytes a record may have",
+          p.route, t.batchId);
     }
     if (s != null) compare(counts, p, s);
     counts.scored(p.route, p.nanos);
-    return RowFactory.create(t.outputTopic, Records.prediction(src, dataType, p, t.batchId), null, null);
+    return RowFactory.create(t.outputTopic, record, null, null);
   }
 
   /** A shadow agrees when it predicts the same label (classifiers) or the same value. */
