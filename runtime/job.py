@@ -51,6 +51,8 @@ def spark_session(config: JobConfig):
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.python.worker.reuse": "true",
         "spark.sql.streaming.stopTimeout": "60s",
+        # Checkpoint writes without a process per file on local volumes (LocalCheckpointFileManager).
+        "spark.sql.streaming.checkpointFileManagerClass": "dev.scorestream.jvm.LocalCheckpointFileManager",
     }
     if config.spark.master.startswith("local"):
         # Local mode stays on loopback.
@@ -255,6 +257,9 @@ class ServingJob:
         progress = self.query.lastProgress if self.query is not None else None
         if not progress or progress["batchId"] <= self._committed_batch or not progress.get("sources"):
             return
+        durations = progress.get("durationMs") or {}
+        log.info("batch %d: %s records, %s", progress["batchId"], progress.get("numInputRows"),
+                 ", ".join(f"{k} {v} ms" for k, v in sorted(durations.items(), key=lambda kv: -kv[1])))
         source = progress["sources"][0]
         end = _offsets(source.get("endOffset"))
         latest = _offsets(source.get("latestOffset")) or end

@@ -3,6 +3,7 @@ package dev.scorestream.jvm;
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.core.JsonToken;
+import com.fasterxml.jackson.core.StreamReadFeature;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.Map;
@@ -15,7 +16,10 @@ import java.util.Map;
 public final class RecordFields {
   private RecordFields() {}
 
-  private static final JsonFactory JSON = new JsonFactory();
+  // Parsing the records' numbers is a large share of the scorer's work: Jackson's fast double
+  // parser (FastDoubleParser) gives the same doubles as Double.parseDouble in less time.
+  private static final JsonFactory JSON =
+      JsonFactory.builder().enable(StreamReadFeature.USE_FAST_DOUBLE_PARSER).build();
 
   /** Lower case, runs of anything but letters and digits become one underscore. */
   public static String normalize(String name) {
