@@ -207,7 +207,7 @@ def bad_model_messages(rng: random.Random, s, tree_pmml: bytes) -> list[tuple[st
                 "dataType"))
     out.append(("deep JSON descriptor", key, b'{"name": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", ctype, None,
                 "nested too deeply"))
-    out.append(("data not base64", key, descriptor("fz-b64", tree_pmml, data="@@not base64@@"), ctype, None,
+    out.append(("data not base64", key, descriptor("fz-b64", tree_pmml, data="@@not base64@@"), ctype, "fz-b64:1",
                 "not base64"))
     return out
 

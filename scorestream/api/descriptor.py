@@ -134,15 +134,16 @@ def _decode_json(value: bytes) -> ModelDescriptor:
         raise BadModelMessage("model descriptor is not valid JSON: nested too deeply") from None
     if not isinstance(doc, dict):
         raise BadModelMessage("model descriptor must be a JSON object")
+    # What the message says it is, so that a rejection names the model whatever is wrong with it.
+    said = [v if isinstance(v, str) else None for v in (doc.get("name"), doc.get("version"), doc.get("dataType"))]
     if isinstance(doc.get("data"), str):
         try:
             doc["data"] = base64.b64decode(doc["data"], validate=True)
         except ValueError:
-            raise BadModelMessage("model descriptor field 'data' is not base64") from None
+            raise BadModelMessage("model descriptor field 'data' is not base64", *said) from None
     try:
         return ModelDescriptor.model_validate(doc)
     except ValidationError as e:
-        said = [v if isinstance(v, str) else None for v in (doc.get("name"), doc.get("version"), doc.get("dataType"))]
         raise BadModelMessage(_explain(e), *said) from None
 
 
