@@ -122,10 +122,11 @@ def bad_records(rng: random.Random) -> list[tuple[str, bytes | None, bytes | Non
         row = rng.randrange(GOOD)
         add("1 MB value, good fields", json.dumps(_wine(row, pad="x" * 1_000_000)).encode(), ("out", row))
     for _ in range(2):
-        # A key as big as a value: the prediction repeats it, escaped, in its JSON.
+        # A key as big as a value: the prediction repeats it, escaped (random bytes grow by about
+        # a quarter), so with the key itself the record is ~1.35 MB, over Kafka's default limits.
         row = rng.randrange(GOOD)
-        add("300 KB random key", json.dumps(_wine(row)).encode(), ("dlq", "validate", "record key of 300000 bytes"),
-            key=rng.randbytes(300_000))
+        add("400 KB random key", json.dumps(_wine(row)).encode(), ("dlq", "validate", "record key of 400000 bytes"),
+            key=rng.randbytes(400_000))
     for _ in range(2):
         # As large as the broker takes on the data topic: with a dead letter's headers it would not
         # fit, so it goes without its value (header scorestream.value.dropped).
