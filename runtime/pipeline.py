@@ -6,7 +6,9 @@ headers that say why. Spark's own Kafka sink then writes each row to the topic i
 column names. A PMML record never leaves the JVM, and a job that serves only PMML starts no
 Python worker. Rows of a TensorFlow model come back from the scorer ``pending`` with their
 features; only those rows cross to Python, in Arrow batches, and are scored there vectorised,
-then written up by the same JVM code (``ss_finish``).
+then written up by the same JVM code (``ss_finish``). Where every model is TensorFlow, the other
+rows are dead letters: the batch then crosses once, those rows untouched, instead of being kept
+and read twice.
 
 The statistics are counted by the scorer into an accumulator while it scores (no second pass,
 no per-row aggregate expressions) and come back to the driver when the write returns.
@@ -65,25 +67,45 @@ class BatchScorer:
         scored = self.score(batch, batch_id, table)
         if not tf_files:
             self._write(scored)
+        elif only_tensorflow(table):
+            # No PMML model: a row that is not pending is a dead letter already written up. One
+            # pass through the Arrow stage, which leaves such rows as they are, scores the batch
+            # without keeping it and reading it twice.
+            self._write(self._tensorflow(scored, tf_files, carry_done=True))
         else:
             # Two writes read the scored batch: the scorer must run once per record (it counts),
             # so the batch is kept until both are done.
             scored = scored.persist(StorageLevel.MEMORY_AND_DISK)
             try:
                 self._write(scored.where(F.col("r.pending").isNull()))
-                pending = scored.where(F.col("r.pending").isNotNull()).select(
-                    "key", "value", "headers", "topic", "partition", "offset", "ts",
-                    F.col("r.pending.dataType").alias("dataType"),
-                    F.col("r.pending.primary").alias("primary"),
-                    F.col("r.pending.shadow").alias("shadow"),
-                )
-                done = pending.mapInArrow(tensorflow_stage(tf_files), pending.schema)
-                self._write(done.select("key", "value", "headers", F.call_function(
-                    self.finish_udf, *map(F.col, ("key", "topic", "partition", "offset", "ts", "dataType", "primary", "shadow"))
-                ).alias("r")))
+                self._write(self._tensorflow(scored.where(F.col("r.pending").isNotNull()), tf_files))
             finally:
                 scored.unpersist()
         return self.counts()
+
+    def _tensorflow(self, scored: DataFrame, tf_files: dict[str, str], carry_done: bool = False) -> DataFrame:
+        """Pending rows scored by TensorFlow in Arrow batches, then written up by the JVM
+        (``ss_finish``); with ``carry_done``, rows already written up pass through unchanged."""
+        r = F.col("r")
+        done = [r.topic.alias("doneTopic"), r.value.alias("doneValue"), r.deadHeaders.alias("doneHeaders")]
+        rows = scored.select(
+            "key", "value", "headers", "topic", "partition", "offset", "ts",
+            r.pending.dataType.alias("dataType"), r.pending.primary.alias("primary"), r.pending.shadow.alias("shadow"),
+            *(done if carry_done else []),
+        )
+        scored_rows = rows.mapInArrow(tensorflow_stage(tf_files), rows.schema)
+        finish = F.call_function(self.finish_udf, *map(F.col, ("key", "topic", "partition", "offset", "ts", "dataType", "primary", "shadow")))
+        if not carry_done:
+            return scored_rows.select("key", "value", "headers", finish.alias("r"))
+        # ss_finish runs once per pending row (it counts): computed in one column, then read.
+        finished = scored_rows.select("key", "value", "headers", "doneTopic", "doneValue", "doneHeaders",
+                                      F.when(F.col("dataType").isNotNull(), finish).alias("fin"))
+        fin = F.col("fin")
+        return finished.select("key", "value", "headers", F.struct(
+            F.coalesce(fin.topic, F.col("doneTopic")).alias("topic"),
+            F.coalesce(fin.value, F.col("doneValue")).alias("value"),
+            F.coalesce(fin.deadHeaders, F.col("doneHeaders")).alias("deadHeaders"),
+        ).alias("r"))
 
     def _write(self, scored: DataFrame) -> None:
         """Spark's Kafka sink: each row to the topic the scorer chose; a dead letter keeps its
@@ -99,6 +121,12 @@ class BatchScorer:
 
 
 SLOTS = ("primary", "shadow")
+
+
+def only_tensorflow(table: RoutingTable) -> bool:
+    """Every model of the table, candidates included, is a TensorFlow model."""
+    routes = [r for top in table.routes.values() for r in (top, top.candidate) if r is not None]
+    return bool(routes) and all(r.format == "tensorflow" for r in routes)
 
 
 def tensorflow_stage(tf_files: dict[str, str]):
