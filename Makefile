@@ -1,5 +1,6 @@
 # The two commands a newcomer needs: `make demo` (set up, then run the local demo) and
-# `make test` (set up, then run the test suite). `.ci/run` calls `make test`.
+# `make test` (set up, then run the test suite, two test files at a time: much of it waits on
+# processes, brokers and the API server). `.ci/run` calls `make test`.
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -39,7 +40,7 @@ demo: setup
 	$(BIN)/scorestream demo
 
 test: setup
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadfile
 
 bench: setup
 	$(BIN)/python benchmarks/throughput.py

@@ -23,6 +23,17 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def scratch_under_pytest(tmp_path_factory):
+    """Operators' work folders and Spark's scratch folders under pytest's own temporary folder,
+    which pytest prunes (the last three runs kept), not in /tmp: a job killed -9 on purpose never
+    removes its own."""
+    base = tmp_path_factory.getbasetemp()
+    (base / "spark").mkdir(exist_ok=True)
+    os.environ["PYTEST_TMPDIR"] = str(base)
+    os.environ["SPARK_LOCAL_DIRS"] = str(base / "spark")
+
+
 @pytest.fixture(scope="session")
 def wine_fixtures() -> Path:
     """The report's own models and data (../shared/data/wine). CI has it; a user's clone may not."""
@@ -208,3 +219,16 @@ def demo_models():
         "keras": models.descriptor("keras", "3", "tensorflow", models.keras_savedmodel_zip(rows, epochs=3)),
         "shallow": models.descriptor("shallow", "4", "pmml", models.tree_pmml(rows, max_depth=2)),
     }
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The figures the tests print (their captured stdout), shown after the run: with `-n`, a
+    worker's output never reaches the terminal, but its reports carry what it captured."""
+    lines = []
+    for report in terminalreporter.stats.get("passed", []):
+        for name, content in report.sections:
+            if name == "Captured stdout call" and content.strip():
+                lines.append(f"{report.nodeid}:\n{content.rstrip()}")
+    if lines:
+        terminalreporter.section("figures printed by the tests")
+        terminalreporter.write_line("\n".join(lines))

@@ -22,7 +22,7 @@ def autoscaling(api):
 
 
 @pytest.mark.timeout(600)
-async def test_a_burst_scales_the_job_up_and_the_quiet_after_it_down(api, broker, serving, cluster, tmp_path, capsys):
+async def test_a_burst_scales_the_job_up_and_the_quiet_after_it_down(api, broker, serving, cluster, tmp_path):
     s = serving(partitions=2)
     # Addressed to the resource the operator runs (its namespace and name), not the fixture's job.
     feed.publish_model(broker.bootstrap, s.topics["models"],
@@ -61,8 +61,7 @@ async def test_a_burst_scales_the_job_up_and_the_quiet_after_it_down(api, broker
         keys = [o["key"] for o in out]
         assert len(set(keys)) == n, f"{n - len(set(keys))} records lost"
         assert len(keys) == n, f"{len(keys) - n} records written twice"
-        with capsys.disabled():
-            print(f"\nautoscaling run (standalone, burst of {burst}, targetLagSeconds 2): second executor running "
-                  f"{scaled_up:.1f} s after the burst, lag drained after {drained:.1f} s, back to one executor "
-                  f"after {scaled_down:.1f} s; none lost or repeated\n  decision: {reason}")
+        print(f"\nautoscaling run (standalone, burst of {burst}, targetLagSeconds 2): second executor running "
+              f"{scaled_up:.1f} s after the burst, lag drained after {drained:.1f} s, back to one executor "
+              f"after {scaled_down:.1f} s; none lost or repeated\n  decision: {reason}")
         assert job.stop() == 0

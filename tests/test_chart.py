@@ -205,7 +205,7 @@ def can_i(kube, installation, verb, group, resource, namespace):
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("mode", ["ha", "ha-cluster-wide"])
 async def test_rbac_allows_every_call_the_operator_makes_and_nothing_it_does_not(api, broker, topics, helm, mode,
-                                                                                tmp_path, capsys):
+                                                                                tmp_path):
     release = f"audit-{api.ns}"
     flags = list(MODES[mode]) if mode != "ha" else [*MODES[mode], "--set", f"watch.namespaces={{{api.ns}}}"]
     # The test cluster runs no Prometheus operator, so it has no ServiceMonitor kind to install.
@@ -269,9 +269,8 @@ async def test_rbac_allows_every_call_the_operator_makes_and_nothing_it_does_not
         r = requests.delete(api.cluster.server + api.path(MS, "wine"), headers={"Authorization": f"Bearer {token}"},
                             verify=str(api.cluster.dir / "ca.crt"))
         assert r.status_code == 403, r.text
-        with capsys.disabled():
-            print(f"\nRBAC ({mode}): {len(calls)} kinds of call by {installation.subject}, each allowed by "
-                  f"`kubectl auth can-i`: " + ", ".join(f"{v} {r}{'.' + g if g else ''}" for v, g, r in sorted(calls)))
+        print(f"\nRBAC ({mode}): {len(calls)} kinds of call by {installation.subject}, each allowed by "
+              f"`kubectl auth can-i`: " + ", ".join(f"{v} {r}{'.' + g if g else ''}" for v, g, r in sorted(calls)))
     finally:
         tool("helm", api.cluster, "uninstall", release, "-n", api.ns, "--wait")
 

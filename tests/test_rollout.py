@@ -71,7 +71,7 @@ async def scored(job, name, version):
 
 
 @pytest.mark.timeout(900)
-async def test_immediate_rollouts_are_published_confirmed_and_rolled_back(api, broker, serving, artifacts, tmp_path, capsys):
+async def test_immediate_rollouts_are_published_confirmed_and_rolled_back(api, broker, serving, artifacts, tmp_path):
     s = serving(partitions=2)
     # Observing as rarely as in production relative to the trigger; rollouts are confirmed by
     # their own poll (0.25 s here, 1 s by default).
@@ -126,11 +126,10 @@ async def test_immediate_rollouts_are_published_confirmed_and_rolled_back(api, b
         models_msgs = await asyncio.to_thread(s.read, "models", None, idle=2.0)
         assert len(models_msgs) == 1 + len(plan) + 1, "one message per rollout, none twice"
 
-        with capsys.disabled():
-            print(f"\nspec.model change -> ModelReady=True over {len(durations)} rollouts (trigger 500 ms, poll 250 ms): "
-                  f"median {statistics.median(durations):.2f} s, max {max(durations):.2f} s "
-                  f"(PMML {statistics.median([d for d, (n, _) in zip(durations, plan) if n != 'keras']):.2f} s, "
-                  f"TensorFlow {durations[1]:.2f} s)")
+        print(f"\nspec.model change -> ModelReady=True over {len(durations)} rollouts (trigger 500 ms, poll 250 ms): "
+              f"median {statistics.median(durations):.2f} s, max {max(durations):.2f} s "
+              f"(PMML {statistics.median([d for d, (n, _) in zip(durations, plan) if n != 'keras']):.2f} s, "
+              f"TensorFlow {durations[1]:.2f} s)")
         assert job.stop() == 0
 
 
@@ -140,7 +139,7 @@ def trial(api):
 
 @pytest.mark.timeout(600)
 async def test_a_canary_is_promoted_by_its_figures_and_a_failing_one_rolled_back(api, broker, serving, artifacts,
-                                                                                tmp_path, capsys):
+                                                                                tmp_path):
     s = serving(partitions=2)
     async with Operated(api, observeInterval=5, rolloutPoll=0.25) as run:
         body = resource(s.resource_topics, broker, model=model(artifacts, "tree", 1))
@@ -198,10 +197,9 @@ async def test_a_canary_is_promoted_by_its_figures_and_a_failing_one_rolled_back
         # Addressed to this resource alone: its namespace and name, then dataType and role.
         main, cand = f"{api.ns}/wine/wine", f"{api.ns}/wine/wine/candidate"
         assert roles == [(main, False), (cand, False), (main, False), (cand, True), (cand, False), (cand, True)], roles
-        with capsys.disabled():
-            print(f"\ncanary (20%, minRecords 500, promoteAfter 3 s, trigger 500 ms): spec.model change -> promoted "
-                  f"and serving in {promoted_after:.1f} s; failing canary rolled back in {rolled_back_after:.1f} s "
-                  f"after {len(dlq)} dead-lettered records ({share:.2%} of the stream)")
+        print(f"\ncanary (20%, minRecords 500, promoteAfter 3 s, trigger 500 ms): spec.model change -> promoted "
+              f"and serving in {promoted_after:.1f} s; failing canary rolled back in {rolled_back_after:.1f} s "
+              f"after {len(dlq)} dead-lettered records ({share:.2%} of the stream)")
         assert job.stop() == 0
 
 
@@ -213,7 +211,7 @@ def publications(s) -> collections.Counter:
 
 @pytest.mark.timeout(600)
 async def test_a_shadow_reports_agreement_a_corrupt_artifact_is_refused_and_a_restarted_operator_publishes_once(
-        api, broker, serving, artifacts, tmp_path, capsys):
+        api, broker, serving, artifacts, tmp_path):
     s = serving(partitions=2)
     async with Operated(api, observeInterval=5, rolloutPoll=0.25) as run:
         body = resource(s.resource_topics, broker, model=model(artifacts, "tree", 1))
@@ -274,9 +272,8 @@ async def test_a_shadow_reports_agreement_a_corrupt_artifact_is_refused_and_a_re
         published = await asyncio.to_thread(publications, s)
         assert published[rid] == 1, "the rollout was published twice"
         assert published[corrupt_rid] == 1
-        with capsys.disabled():
-            print(f"\nshadow of wine-shallow 2 next to wine-tree 1: agreement {shadow['agreement']:.1%}, mean abs diff "
-                  f"{shadow['meanAbsDiff']:.3f} over {shadow['candidate']['records']} records; corrupt artifact rolled "
-                  f"back; operator killed {'before' if mid_rollout else 'after'} the job confirmed the TensorFlow "
-                  f"rollout, which completed with one publication")
+        print(f"\nshadow of wine-shallow 2 next to wine-tree 1: agreement {shadow['agreement']:.1%}, mean abs diff "
+              f"{shadow['meanAbsDiff']:.3f} over {shadow['candidate']['records']} records; corrupt artifact rolled "
+              f"back; operator killed {'before' if mid_rollout else 'after'} the job confirmed the TensorFlow "
+              f"rollout, which completed with one publication")
         assert job.stop() == 0

@@ -20,7 +20,7 @@ def standalone_job(s, cluster, executors=1):
 
 
 @pytest.mark.timeout(600)
-def test_live_scale_one_two_one_keeps_the_query_and_every_record(serving, cluster, capsys):
+def test_live_scale_one_two_one_keeps_the_query_and_every_record(serving, cluster):
     s = serving(partitions=2)
     s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml(feed.wine_rows())))
     job = standalone_job(s, cluster).wait_ready(timeout=240)
@@ -60,8 +60,7 @@ def test_live_scale_one_two_one_keeps_the_query_and_every_record(serving, cluste
     assert len(set(keys)) == sent, f"{sent - len(set(keys))} records lost"
     assert len(keys) == sent, f"{len(keys) - sent} records written twice"
     assert not s.read("dlq", idle=1.0)
-    with capsys.disabled():
-        print(f"\nlive scale 1->2->1 (standalone, {sent} records, none lost or repeated): request -> executor "
-              f"registered {registered:.1f} s, -> a batch on both executors {processing:.1f} s; "
-              f"batches on one executor again {removed:.1f} s after asking for 1")
+    print(f"\nlive scale 1->2->1 (standalone, {sent} records, none lost or repeated): request -> executor "
+          f"registered {registered:.1f} s, -> a batch on both executors {processing:.1f} s; "
+          f"batches on one executor again {removed:.1f} s after asking for 1")
     assert job.stop() == 0

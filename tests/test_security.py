@@ -214,7 +214,7 @@ def _http_text(job) -> dict[str, str]:
 @pytest.mark.spark
 @pytest.mark.broker
 @pytest.mark.timeout(900)
-async def test_a_canary_in_the_kafka_secret_never_leaks(api, broker, serving, tmp_path, capsys):
+async def test_a_canary_in_the_kafka_secret_never_leaks(api, broker, serving, tmp_path):
     s = serving(partitions=1)
     rows = feed.wine_rows()
     folder = tmp_path / "models"
@@ -275,7 +275,6 @@ async def test_a_canary_in_the_kafka_secret_never_leaks(api, broker, serving, tm
     assert CANARY in mounted.read_text(), "the canary was where the job reads its secrets"
     leaked = sorted(k for k, v in seen.items() if CANARY in v)
     assert not leaked, f"the Kafka Secret's canary appeared in: {leaked}"
-    with capsys.disabled():
-        print(f"\ncanary: absent from {len(seen)} texts (objects, status and Events after each of 6 steps, "
-              f"the job's HTTP answers, the operator's and the job's logs: "
-              f"{len(seen['operator log']) + len(seen['job log'])} bytes of log)")
+    print(f"\ncanary: absent from {len(seen)} texts (objects, status and Events after each of 6 steps, "
+          f"the job's HTTP answers, the operator's and the job's logs: "
+          f"{len(seen['operator log']) + len(seen['job log'])} bytes of log)")

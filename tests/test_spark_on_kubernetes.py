@@ -55,7 +55,7 @@ def _rules_allow(rules: list[dict], verb: str, resource: str) -> bool:
 
 @pytest.mark.timeout(300)
 async def test_the_driver_asks_the_api_server_for_its_executors_with_its_own_service_account(
-        api, job, broker, topics, tmp_path, capsys):
+        api, job, broker, topics, tmp_path):
     create_topics(broker.bootstrap, {topics["dataTopic"]: 2})
     op = Operator(api, operator_config(api, observeInterval=0.5, endpointTemplate=job.url))
     await op.start()
@@ -142,6 +142,5 @@ async def test_the_driver_asks_the_api_server_for_its_executors_with_its_own_ser
     assert {("create", "pods")} <= {(v, r) for v, r, _ in calls}
     for verb, res, code in calls:
         assert code == 403 or _rules_allow(desired.DRIVER_RULES, verb, res), (verb, res)
-    with capsys.disabled():
-        print(f"\nSpark on Kubernetes: 2 executor pods (from the executor pod template) requested by the driver's ServiceAccount "
-              f"{seconds:.1f} s after the driver started; its calls: {sorted({(v, r) for v, r, _ in calls})}")
+    print(f"\nSpark on Kubernetes: 2 executor pods (from the executor pod template) requested by the driver's ServiceAccount "
+          f"{seconds:.1f} s after the driver started; its calls: {sorted({(v, r) for v, r, _ in calls})}")

@@ -16,7 +16,7 @@ from streaming import Stream
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
 
-def upgrade(s, mode, capsys, failing: dict | None = None):
+def upgrade(s, mode, failing: dict | None = None):
     """Stop a job mid-stream and start the next configuration. With `failing`, the next one never
     gets ready, and the last stable configuration starts again, as the operator rolls back."""
     s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml(feed.wine_rows())))
@@ -53,28 +53,27 @@ def upgrade(s, mode, capsys, failing: dict | None = None):
     keys = [o["key"] for o in out]
     missing = sent - len(set(keys))
     duplicates = len(keys) - len(set(keys))
-    with capsys.disabled():
-        print(f"\n{'failed upgrade rolled back' if failing else 'upgrade'} {mode}: {sent} records across the upgrade, {missing} missing, {duplicates} written twice; "
-              f"driver down {gap:.1f} s")
+    print(f"\n{'failed upgrade rolled back' if failing else 'upgrade'} {mode}: {sent} records across the upgrade, {missing} missing, {duplicates} written twice; "
+          f"driver down {gap:.1f} s")
     assert missing == 0 and not s.read("dlq", idle=1.0)
     assert job.stop() == 0
     return duplicates
 
 
 @pytest.mark.timeout(600)
-def test_last_state_upgrade_resumes_from_the_checkpoint(serving, capsys):
-    assert upgrade(serving(partitions=2), "last-state", capsys) == 0
+def test_last_state_upgrade_resumes_from_the_checkpoint(serving):
+    assert upgrade(serving(partitions=2), "last-state") == 0
 
 
 @pytest.mark.timeout(600)
-def test_stateless_upgrade_starts_from_the_committed_offsets_with_a_fresh_checkpoint(serving, capsys):
+def test_stateless_upgrade_starts_from_the_committed_offsets_with_a_fresh_checkpoint(serving):
     s = serving(partitions=2)
-    assert upgrade(s, "stateless", capsys) == 0
+    assert upgrade(s, "stateless") == 0
     # The first configuration's checkpoint is gone; the second's is there.
     assert sorted(os.listdir(s.workdir / "ckpt")) == ["stateless-bbbb"]
 
 
 @pytest.mark.timeout(600)
-def test_a_failed_upgrade_rolled_back_to_the_last_stable_configuration_loses_nothing(serving, capsys):
+def test_a_failed_upgrade_rolled_back_to_the_last_stable_configuration_loses_nothing(serving):
     failing = {"input": {"format": "protobuf", "protobuf": {"messageType": "scorestream.NoSuchMessage"}}}
-    assert upgrade(serving(partitions=2), "last-state", capsys, failing) == 0
+    assert upgrade(serving(partitions=2), "last-state", failing) == 0
