@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_SECONDS = 10.0
 # A TensorFlow sample is scored in a Python worker, which may have to import TensorFlow first.
 TENSORFLOW_TIMEOUT_SECONDS = 60.0
+# `scorestream verify` starts a JVM of its own for each model, which a job has running already;
+# on a busy machine that start alone took 5-9 s of a 10 s bound.
+CLI_TIMEOUT_SECONDS = 30.0
 
 # request JSON -> answer JSON: dev.scorestream.jvm.Verifier.run, in the driver's JVM or a process.
 RunVerifier = Callable[[str], str]
@@ -468,7 +471,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-share", type=float, default=1.0, help="share of records that must yield a prediction (1)")
     p.add_argument("--expected-field", default=None, help="the record field holding the expected prediction")
     p.add_argument("--tolerance", type=float, default=1e-6, help="absolute tolerance for expected predictions")
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS, help="seconds (10)")
+    p.add_argument("--timeout", type=float, default=CLI_TIMEOUT_SECONDS,
+                   help="seconds (30: this command starts a JVM of its own, which a job has running)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -516,7 +520,15 @@ def cli(args: argparse.Namespace) -> int:
         report = VerificationReport(model=str(path), format="tensorflow", seconds=0.0, timeoutSeconds=args.timeout)
     else:
         inputs = args.inputs.split(",") if args.inputs else _numeric_fields(sample.records[0], args.expected_field)
-        report = verify_tensorflow(local_filler(_tensorflow_model(path, args)), process_runner(), label=str(path),
+        model_of = _tensorflow_model(path, args)
+        try:
+            # Loaded before the clock starts, as a job's worker has it loaded: the bound is the
+            # verification's, not TensorFlow's import. A model that fails to load fails again
+            # inside the verification, which reports why.
+            model_of("verification")
+        except Exception:  # reported by verify_tensorflow below
+            pass
+        report = verify_tensorflow(local_filler(model_of), process_runner(), label=str(path),
                                    inputs=inputs, sample=sample, timeout=args.timeout)
     if args.json:
         print(report.model_dump_json(indent=2))
