@@ -324,7 +324,7 @@ class Installation:
             kube.server, kube.dir / "ca.crt", token=kube.token(namespace, self.service_account, seconds=86400))))
 
 
-def tool(name: str, kube, *args: str, check: bool = True, timeout: float = 120,
+def tool(name: str, kube, *args: str, check: bool = True, timeout: float = 360,
          input: str | None = None) -> subprocess.CompletedProcess:
     """helm or kubectl as a user runs them, with the cluster admin's kubeconfig."""
     import helm as tools
@@ -338,5 +338,5 @@ def tool(name: str, kube, *args: str, check: bool = True, timeout: float = 120,
 
 def helm_install(kube, workdir: Path, release: str, namespace: str, *flags: str) -> Installation:
     tool("helm", kube, "install", release, str(REPO / "charts" / "scorestream"), "-n", namespace,
-         "--create-namespace", "--wait", "--timeout", "2m", *flags)
+         "--create-namespace", "--wait", "--timeout", "5m", *flags)
     return Installation(kube, release, namespace, workdir)

@@ -54,7 +54,7 @@ def test_helm_install_upgrade_and_uninstall_leave_nothing_but_the_crd(api, tmp_p
     flags = (["--set", f"watch.namespaces={{{api.ns},{watched}}}", "--set", "watch.createNamespaces=true"]
              if mode == "namespaced" else ["--set", "watch.allNamespaces=true"])
     api.extra.append(watched)
-    tool("helm", api.cluster, "install", release, str(CHART), "-n", api.ns, "--wait", "--timeout", "2m", *flags)
+    tool("helm", api.cluster, "install", release, str(CHART), "-n", api.ns, "--wait", "--timeout", "5m", *flags)
     (deployment,) = api.request("GET", api.path("apps/v1/deployments") +
                                 f"?labelSelector=app.kubernetes.io/instance={release}")["items"]
     assert deployment["status"].get("readyReplicas") == 1  # its pod is scheduled onto a kwok node and runs
@@ -70,13 +70,13 @@ def test_helm_install_upgrade_and_uninstall_leave_nothing_but_the_crd(api, tmp_p
         assert any("modelservings" in json.dumps(r.get("rules")) for r in cluster_roles)
 
     tool("helm", api.cluster, "upgrade", release, str(CHART), "-n", api.ns, "--reuse-values",
-         "--set", "replicaCount=2", "--wait", "--timeout", "2m")
+         "--set", "replicaCount=2", "--wait", "--timeout", "5m")
     history = json.loads(tool("helm", api.cluster, "history", release, "-n", api.ns, "-o", "json").stdout)
     assert [h["status"] for h in history] == ["superseded", "deployed"]
     upgraded = obj(api, "apps/v1/deployments", deployment["metadata"]["name"])
     assert upgraded["spec"]["replicas"] == 2 and upgraded["status"].get("readyReplicas") == 2
 
-    tool("helm", api.cluster, "uninstall", release, "-n", api.ns, "--wait", "--timeout", "2m")
+    tool("helm", api.cluster, "uninstall", release, "-n", api.ns, "--wait", "--timeout", "5m")
     assert left_by(api.cluster, release) == []
     assert api.request("GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd.generate()['metadata']['name']}")
     if mode == "namespaced":  # kept, with whatever ModelServings it holds (helm.sh/resource-policy: keep)
