@@ -1,4 +1,4 @@
-"""kopf handlers, thin: each hands the resource to reconciler.reconcile and patches the status.
+"""kopf handlers, thin: each hands the resource to reconciler.reconcile, which writes its status.
 
 Handlers are registered into a registry passed in (not kopf's global one), so the tests can run
 a real operator per test against the emulated API.
@@ -24,7 +24,6 @@ CHILD_KINDS = [("", "v1", "configmaps"), ("", "v1", "serviceaccounts"), ("", "v1
                ("rbac.authorization.k8s.io", "v1", "roles"), ("rbac.authorization.k8s.io", "v1", "rolebindings"),
                ("apps", "v1", "statefulsets"), ("networking.k8s.io", "v1", "networkpolicies")]
 MANAGED = {"app.kubernetes.io/managed-by": "scorestream-operator"}
-STATUS_FIELDS = [f.alias or name for name, f in s.ModelServingStatus.model_fields.items()]
 
 
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
@@ -72,17 +71,13 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
     @kopf.on.resume(*resource, registry=registry)
     @kopf.on.create(*resource, registry=registry)
     @kopf.on.update(*resource, registry=registry)
-    async def apply(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: Any, reason: str,
-                    **_: Any) -> None:
-        patch.status.update(_replacing(body, await reconciler.reconcile(memo.ctx, dict(body), logger,
-                                                                       trigger=str(reason))))
+    async def apply(body: kopf.Body, memo: kopf.Memo, logger: Any, reason: str, **_: Any) -> None:
+        await reconciler.reconcile(memo.ctx, dict(body), logger, trigger=str(reason))
 
-    async def observe(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: Any, **_: Any) -> None:
+    async def observe(body: kopf.Body, memo: kopf.Memo, logger: Any, **_: Any) -> None:
         if body.metadata.get("deletionTimestamp"):
             return
-        new = await reconciler.reconcile(memo.ctx, dict(body), logger, trigger="timer")
-        if new != body.get("status"):
-            patch.status.update(_replacing(body, new))
+        await reconciler.reconcile(memo.ctx, dict(body), logger, trigger="timer")
 
     @kopf.on.event(*resource, registry=registry)
     async def deleted(event: dict[str, Any], body: kopf.Body, **_: Any) -> None:
@@ -121,14 +116,6 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
             if desired.drifted(ms, dict(body), status.recorded(ms), deleted=event["type"] == "DELETED",
                                settings=desired.Settings.of(config)):
                 await reconciler.reconcile(memo.ctx, ms, logger, trigger="child")
-
-
-def _replacing(body: kopf.Body, new: dict[str, Any]) -> dict[str, Any]:
-    """The status patch: a merge patch keeps what it does not name, so a field the new status
-    no longer has (an upgrade that ended) is removed explicitly; every field the status may
-    have, since the status the reconcile started from may be newer than `body`'s."""
-    fields = {*STATUS_FIELDS, *(body.get("status") or {})}
-    return {**{k: None for k in fields if k not in new}, **new}
 
 
 def _rolling_out(body: kopf.Body, **_: Any) -> bool:

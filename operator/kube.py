@@ -115,6 +115,17 @@ class Kube:
     async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return await self._named("GET", api_version, kind, namespace, name)
 
+    async def patch_status(self, api_version: str, kind: str, namespace: str, name: str,
+                           patch: dict[str, Any]) -> dict[str, Any] | None:
+        """A JSON merge patch of the status subresource: the object as written, or None if it is gone."""
+        status, data = await self.request("PATCH", path(api_version, kind, namespace, name) + "/status",
+                                          {"status": patch}, content_type="application/merge-patch+json")
+        if status == 404:
+            return None
+        if status >= 300:
+            raise KubeError(status, data.get("message", ""))
+        return data
+
     async def create(self, obj: dict[str, Any]) -> bool:
         """Create `obj` if no object of its name exists: True if created, False if ours was there
         (left as it is; NotOwned if another's). For what must be made once, such as a random token."""

@@ -18,27 +18,9 @@ from pydantic import ValidationError
 
 from scorestream.operator import control, desired, images, metrics, observer, publish, rollout, scaling, status, upgrade
 from scorestream.operator.kube import Kube, KubeError, NotOwned
+from scorestream.operator import spec as s
 from scorestream.operator.settings import OperatorConfig
 from scorestream.operator.spec import ModelServingSpec
-
-
-@dataclass(eq=False)
-class _Turns:
-    """One resource's reconciles, taken one at a time.
-
-    kopf runs the update handler, the timers and the children's event handlers of one resource
-    concurrently; two reconciles at once would apply, publish and scale from the same stale
-    status. kopf patches the status a reconcile returns only after its handler has returned,
-    so one queued behind it would still read the status from before: `handed` carries it over."""
-
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    handed: tuple[dict[str, Any] | None, dict[str, Any]] | None = None  # (status it started from, status it returned)
-
-    def latest(self, body: dict[str, Any]) -> dict[str, Any]:
-        """`body` with the status the reconcile before returned, where kopf has not patched it in yet."""
-        if self.handed is not None and body.get("status") == self.handed[0]:
-            return {**body, "status": self.handed[1]}
-        return body
 
 
 @dataclass
@@ -48,21 +30,24 @@ class Context:
     kube: Kube
     config: OperatorConfig
     topics: observer.TopicsChecks = field(init=False)
-    # uid -> the rollout id published (or being published) by this process: a reconcile may start
-    # from a status without it (kopf patches after the handler returns), and must not send it twice.
+    # uid -> the rollout id published (or being published) by this process: where the status
+    # saying it was sent could not be written, the next reconcile must not send it twice.
     published: dict[str, str] = field(default_factory=dict, init=False)
     _running: set[asyncio.Task] = field(default_factory=set, init=False)
-    # Weak: a resource's entry lives while a reconcile of it runs or waits, and no longer.
-    _turns: weakref.WeakValueDictionary[str, _Turns] = field(default_factory=weakref.WeakValueDictionary,
-                                                             init=False)
+    # Weak: a resource's lock lives while a reconcile of it runs or waits, and no longer.
+    _turns: weakref.WeakValueDictionary[str, asyncio.Lock] = field(default_factory=weakref.WeakValueDictionary,
+                                                                   init=False)
 
     def __post_init__(self) -> None:
         self.topics = observer.TopicsChecks(ttl=self.config.topics_recheck)
 
-    def turns(self, uid: str) -> _Turns:
+    def turns(self, uid: str) -> asyncio.Lock:
+        """One resource's reconciles, taken one at a time: kopf runs the update handler, the
+        timers and the children's event handlers of one resource concurrently, and two
+        reconciles at once would apply, publish and scale from the same stale status."""
         turns = self._turns.get(uid)
         if turns is None:
-            turns = self._turns[uid] = _Turns()
+            turns = self._turns[uid] = asyncio.Lock()
         return turns
 
     async def close(self, timeout: float = 10.0) -> None:
@@ -103,25 +88,36 @@ def refused_status(body: dict[str, Any], reason: str, message: str, now: str | N
 
 
 async def reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger | Any,
-                    trigger: str) -> dict[str, Any]:
-    """Returns the new status; the caller patches it (kopf's `patch.status`). Reconciles of one
-    resource run one after the other, whichever handler calls; of different resources, at once."""
+                    trigger: str) -> dict[str, Any] | None:
+    """Reconcile the resource `body` names and write its new status; returns that status, or None
+    where the resource is gone. Reconciles of one resource run one after the other, whichever
+    handler calls; of different resources, at once.
+
+    Each reads the resource afresh and writes its status before the next starts. The body a
+    kopf handler is given may predate a status the reconcile before it wrote (a timer's body is
+    from the last watch event; kopf would patch a returned status only after the handler
+    returned), and a status computed from an older one undoes the steps recorded since: a
+    canary's figures and its Promoting step, say."""
     meta = body["metadata"]
     task = asyncio.current_task()
     ctx._running.add(task)
-    turns = ctx.turns(meta.get("uid") or f"{meta['namespace']}/{meta['name']}")
     try:
-        async with turns.lock:
-            given = body.get("status")
+        async with ctx.turns(meta.get("uid") or f"{meta['namespace']}/{meta['name']}"):
+            current = await ctx.kube.get(s.API_VERSION, s.KIND, meta["namespace"], meta["name"])
+            if current is None or current["metadata"].get("uid") != meta.get("uid", current["metadata"].get("uid")):
+                return None  # deleted, or deleted and made again (its own events reconcile that one)
             started, outcome = time.monotonic(), "error"
             try:
-                new = await _reconcile(ctx, turns.latest(body), logger, trigger)
+                new = await _reconcile(ctx, current, logger, trigger)
                 outcome = new.get("phase", "unknown")
             finally:
                 metrics.RECONCILES.labels(trigger, outcome).inc()
                 metrics.RECONCILE_SECONDS.labels(trigger).observe(time.monotonic() - started)
-            if trigger != "child":  # a child's repair returns a status nobody patches
-                turns.handed = (given, new)
+            # A child's repair writes no status: its transitions come with the next reconcile.
+            if trigger != "child":
+                if new != current.get("status"):
+                    await ctx.kube.patch_status(s.API_VERSION, s.KIND, meta["namespace"], meta["name"],
+                                                status.merge_patch(current.get("status"), new))
                 metrics.record_status(meta["namespace"], meta["name"], new)
             return new
     finally:

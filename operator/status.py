@@ -235,6 +235,15 @@ def compute(name: str, namespace: str, observed: Observed, previous: dict[str, A
     return s.ModelServingStatus.model_validate(status).model_dump(by_alias=True, exclude_none=True)
 
 
+STATUS_FIELDS = [f.alias or name for name, f in s.ModelServingStatus.model_fields.items()]
+
+
+def merge_patch(before: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch that turns status `before` into `new`: a merge patch keeps what it
+    does not name, so a field `new` no longer has (an upgrade that ended) is removed by name."""
+    return {**{k: None for k in {*STATUS_FIELDS, *(before or {})} if k not in new}, **new}
+
+
 def recorded(body: dict[str, Any]) -> desired.Observations:
     """What the resource's status says its last reconcile rendered from: for drift repair, which
     runs between reconciles and must not undo their choices."""
