@@ -32,7 +32,14 @@ class JobProcess:
         return f"http://127.0.0.1:{self.config.http.port}"
 
     def start(self) -> "JobProcess":
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+        # The JVM's and Python's scratch files (Spark's artifacts-* and spark-* folders, native
+        # libraries unpacked at start) in the job's folder: a job killed with SIGKILL cannot
+        # remove them, and /tmp would keep them.
+        scratch = self.workdir / "tmp"
+        scratch.mkdir(exist_ok=True)
+        submit_opts = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -Djava.io.tmpdir={scratch}".strip()
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
+               "TMPDIR": str(scratch), "SPARK_SUBMIT_OPTS": submit_opts}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "scorestream.runtime", "--config", str(self.config_path)],
             stdout=open(self.log_path, "ab"),
