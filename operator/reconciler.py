@@ -308,15 +308,5 @@ async def _scale(ctx: Context, body: dict[str, Any], spec: ModelServingSpec, nam
 
 
 def _post_transitions(body: dict[str, Any], previous: dict[str, Any], new: dict[str, Any]) -> None:
-    """Events for what users must see: a condition that changed status."""
-    before = {c["type"]: c for c in previous.get("conditions", [])}
-    for cond in new["conditions"]:
-        old = before.get(cond["type"])
-        if old and old.get("status") == cond["status"] and old.get("reason") == cond["reason"]:
-            continue
-        bad = (cond["type"] == "Degraded" and cond["status"] == "True") or \
-              (cond["type"] != "Degraded" and cond["status"] == "False" and cond["reason"] not in
-               ("DriverCreating", "DriverStarting", "JobNotReady", "NoModel", "RollingOut", "Suspended",
-                "CanaryAnalysis", "ShadowAnalysis", "Upgrading"))
-        message = f"{cond['type']}={cond['status']}: {cond['message']}".rstrip(": ")
-        (kopf.warn if bad else kopf.info)(body, reason=cond["reason"], message=message[:1000])
+    for t in status.transitions(previous, new):
+        (kopf.warn if t.warning else kopf.info)(body, reason=t.reason, message=t.message[:1000])

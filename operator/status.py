@@ -235,6 +235,35 @@ def compute(name: str, namespace: str, observed: Observed, previous: dict[str, A
     return s.ModelServingStatus.model_validate(status).model_dump(by_alias=True, exclude_none=True)
 
 
+# A condition False for one of these reasons is on its way or at rest, not failing.
+_BENIGN_FALSE = frozenset({"DriverCreating", "DriverStarting", "JobNotReady", "NoModel", "RollingOut", "Suspended",
+                           "CanaryAnalysis", "ShadowAnalysis", "Upgrading", "Stable"})
+
+
+@dataclass(frozen=True)
+class Transition:
+    """An Event to post: a condition that changed status or reason."""
+
+    warning: bool
+    reason: str
+    message: str
+
+
+def transitions(previous: dict[str, Any], new: dict[str, Any]) -> list[Transition]:
+    """What users must see of a status change: each condition that changed, a Warning where it
+    fails (Degraded=True, or another condition False for a failing reason)."""
+    before = {c["type"]: c for c in previous.get("conditions", [])}
+    out = []
+    for cond in new["conditions"]:
+        old = before.get(cond["type"])
+        if old and old.get("status") == cond["status"] and old.get("reason") == cond["reason"]:
+            continue
+        failing = cond["status"] == "True" if cond["type"] == "Degraded" else \
+            cond["status"] == "False" and cond["reason"] not in _BENIGN_FALSE
+        out.append(Transition(failing, cond["reason"], f"{cond['type']}={cond['status']}: {cond['message']}".rstrip(": ")))
+    return out
+
+
 STATUS_FIELDS = [f.alias or name for name, f in s.ModelServingStatus.model_fields.items()]
 
 

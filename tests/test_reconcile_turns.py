@@ -1,6 +1,7 @@
 """Reconciles of one resource run one after the other, whichever handler calls; of different
 resources, at once. Each reads the resource afresh and writes its status before the next starts,
-so none computes from a status older than the one written before it.
+so none computes from a status older than the one written before it. And the Events a status
+change posts.
 
 The API server here is a stand-in (`Server`): the faults under test are orderings of concurrent
 handlers, which a real server cannot be made to produce on demand. The real-server tests
@@ -129,3 +130,20 @@ async def test_a_resource_gone_or_made_again_is_not_reconciled(runs):
     server.objects["a"]["metadata"]["uid"] = "a2"  # deleted, and another of its name made
     assert await reconciler.reconcile(ctx, resource("a"), logging.getLogger(), "timer") is None
     assert runs == [] and server.writes == []
+
+
+def test_events_are_posted_for_changed_conditions_warnings_only_for_failures():
+    def cond(ctype, st, reason, message=""):
+        return {"type": ctype, "status": st, "reason": reason, "message": message}
+
+    before = {"conditions": [cond("Ready", "False", "DriverStarting"), cond("Progressing", "True", "Rollout"),
+                             cond("Degraded", "False", "AsExpected")]}
+    settled = {"conditions": [cond("Ready", "True", "Serving"), cond("Progressing", "False", "Stable"),
+                              cond("Degraded", "False", "AsExpected")]}
+    assert status.transitions(before, settled) == [status.Transition(False, "Serving", "Ready=True"),
+                                                   status.Transition(False, "Stable", "Progressing=False")]
+    failing = {"conditions": [cond("Ready", "False", "DriverFailing", "CrashLoopBackOff"),
+                              cond("Progressing", "False", "DriverFailing", "CrashLoopBackOff"),
+                              cond("Degraded", "True", "DriverFailing", "CrashLoopBackOff")]}
+    assert all(t.warning for t in status.transitions(settled, failing))
+    assert status.transitions(failing, failing) == []
