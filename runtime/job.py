@@ -49,6 +49,12 @@ def spark_session(config: JobConfig):
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "2",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # No byte bound on the Arrow batches sent to Python (rows stay bounded by maxRecordsPerBatch,
+        # 10,000): Spark checks a byte bound after every row by sizing the whole batch, which is
+        # linear in the rows of a list column (a TensorFlow row's features), so quadratic per
+        # batch — 70% of a TensorFlow job's executor time (Java Flight Recorder). Int.MaxValue is
+        # Spark's own "no bound", which skips the check.
+        "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
         "spark.python.worker.reuse": "true",
         "spark.sql.streaming.stopTimeout": "60s",
         # Checkpoint writes without a process per file on local volumes (LocalCheckpointFileManager).

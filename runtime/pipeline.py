@@ -190,6 +190,8 @@ def _score_rows(slot: pa.StructArray, rows: np.ndarray, route: str, model_of) ->
     from scorestream.runtime import tf_model
 
     n = len(rows)
+    # A scored row's features are of no more use: not sent back, nor converted again for ss_finish.
+    spent = {"features": pa.nulls(n, pa.list_(pa.float64()))}
     try:
         model = model_of(route)
         features = slot.field("features").take(pa.array(rows))
@@ -199,6 +201,7 @@ def _score_rows(slot: pa.StructArray, rows: np.ndarray, route: str, model_of) ->
         each = (time.perf_counter_ns() - t0) // max(1, n)
         values, labels, outputs = tf_model.interpret(raw, model.output_name)
         return {
+            **spent,
             "prediction": pa.array(values, pa.float64()),
             "label": pa.array(labels, pa.string()) if labels is not None else pa.nulls(n, pa.string()),
             "outputs": outputs,
@@ -210,6 +213,7 @@ def _score_rows(slot: pa.StructArray, rows: np.ndarray, route: str, model_of) ->
         text = str(e).strip().splitlines()
         why = f"{type(e).__name__}: {text[0][:300]}" if text else type(e).__name__
         return {
+            **spent,
             "prediction": pa.nulls(n, pa.float64()),
             "label": pa.nulls(n, pa.string()),
             "outputs": pa.nulls(n, pa.map_(pa.string(), pa.float64())),
