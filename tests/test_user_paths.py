@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,27 @@ def left_by(kube, release: str) -> list[str]:
     return found
 
 
+def operator_ready(api, release: str, replicas: int, timeout: float = 60.0) -> dict:
+    """The release's operator Deployment, once it reports `replicas` ready. helm's --wait saw it ready;
+    once (one full run in four, another test file beside it) the status read just after said
+    otherwise, so it is read until it agrees, and a failure shows the pod's and the node's
+    conditions."""
+    selector = f"?labelSelector=app.kubernetes.io/instance={release}"
+    deadline = time.monotonic() + timeout
+    while True:
+        (deployment,) = api.request("GET", api.path("apps/v1/deployments") + selector)["items"]
+        if deployment["status"].get("readyReplicas") == replicas:
+            return deployment
+        if time.monotonic() > deadline:
+            pods = api.request("GET", api.path("v1/pods") + selector)["items"]
+            nodes = api.request("GET", "/api/v1/nodes")["items"]
+            raise AssertionError(
+                f"deployment status {deployment['status']}; pods "
+                f"{[(p['metadata']['name'], p['spec'].get('nodeName'), p['status'].get('conditions')) for p in pods]}; "
+                f"nodes {[(n['metadata']['name'], [c for c in n['status'].get('conditions', []) if c['type'] == 'Ready']) for n in nodes]}")
+        time.sleep(1)
+
+
 def kubectl(api, *args: str, check: bool = True):
     return tool("kubectl", api.cluster, *args, check=check)
 
@@ -55,9 +77,7 @@ def test_helm_install_upgrade_and_uninstall_leave_nothing_but_the_crd(api, tmp_p
              if mode == "namespaced" else ["--set", "watch.allNamespaces=true"])
     api.extra.append(watched)
     tool("helm", api.cluster, "install", release, str(CHART), "-n", api.ns, "--wait", "--timeout", "5m", *flags)
-    (deployment,) = api.request("GET", api.path("apps/v1/deployments") +
-                                f"?labelSelector=app.kubernetes.io/instance={release}")["items"]
-    assert deployment["status"].get("readyReplicas") == 1  # its pod is scheduled onto a kwok node and runs
+    operator_ready(api, release, 1)  # its pod is scheduled onto a kwok node and runs
     roles = {(r["metadata"]["namespace"]) for r in api.request(
         "GET", f"/apis/rbac.authorization.k8s.io/v1/roles?labelSelector=app.kubernetes.io/instance={release}")["items"]}
     cluster_roles = api.request(
@@ -73,8 +93,7 @@ def test_helm_install_upgrade_and_uninstall_leave_nothing_but_the_crd(api, tmp_p
          "--set", "replicaCount=2", "--wait", "--timeout", "5m")
     history = json.loads(tool("helm", api.cluster, "history", release, "-n", api.ns, "-o", "json").stdout)
     assert [h["status"] for h in history] == ["superseded", "deployed"]
-    upgraded = obj(api, "apps/v1/deployments", deployment["metadata"]["name"])
-    assert upgraded["spec"]["replicas"] == 2 and upgraded["status"].get("readyReplicas") == 2
+    assert operator_ready(api, release, 2)["spec"]["replicas"] == 2
 
     tool("helm", api.cluster, "uninstall", release, "-n", api.ns, "--wait", "--timeout", "5m")
     assert left_by(api.cluster, release) == []
