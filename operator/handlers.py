@@ -1,7 +1,7 @@
 """kopf handlers, thin: each hands the resource to reconciler.reconcile, which writes its status.
 
 Handlers are registered into a registry passed in (not kopf's global one), so the tests can run
-a real operator per test against the emulated API.
+a real operator per test against the test control plane.
 """
 
 from __future__ import annotations
