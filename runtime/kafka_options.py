@@ -32,8 +32,15 @@ _JAAS_MODULES = {
 _PRODUCER_DEFAULTS = {"linger.ms": "5", "batch.size": str(256 * 1024)}
 # The source's consumers: Spark's connector asks the broker for the partition's offset range after
 # each poll, so the Java client's 500 records per poll cost two extra round trips per 500 records;
-# larger polls read a micro-batch in a few requests. A user setting wins.
-_CONSUMER_DEFAULTS = {"max.poll.records": "10000", "max.partition.fetch.bytes": str(4 * 1024 * 1024)}
+# larger polls read a micro-batch in a few requests. And the client keeps a fetch in flight past
+# what it returned: at the end of the log (where every batch of a stream that keeps up ends) the
+# broker holds that fetch for fetch.max.wait.ms, and the offset-range request queued behind it on
+# the same connection waits as long: 500 ms by default, added to the batch. A user setting wins.
+_CONSUMER_DEFAULTS = {
+    "max.poll.records": "10000",
+    "max.partition.fetch.bytes": str(4 * 1024 * 1024),
+    "fetch.max.wait.ms": "20",
+}
 
 
 def java_client_properties(kafka: KafkaConfig) -> dict[str, str]:
