@@ -129,7 +129,6 @@ public final class KStreamsPeer {
   static final class Scoring implements FixedKeyProcessor<byte[], byte[], byte[]> {
     private FixedKeyProcessorContext<byte[], byte[]> context;
     private KeyValueStore<String, String> store;
-    private final PmmlModel.Output output = new PmmlModel.Output();
 
     @Override
     public void init(FixedKeyProcessorContext<byte[], byte[]> context) {
@@ -148,7 +147,7 @@ public final class KStreamsPeer {
           return;
         }
         RecordMetadata source = context.recordMetadata().orElseThrow();
-        byte[] value = model.score(output, fields, record.key(), source.topic(), source.partition(),
+        byte[] value = model.score(fields, record.key(), source.topic(), source.partition(),
             source.offset(), record.timestamp());
         context.forward(record.withValue(value));
         SCORED.increment();

@@ -2,7 +2,9 @@ package dev.scorestream.jvm;
 
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
+import com.fasterxml.jackson.core.SerializableString;
 import com.fasterxml.jackson.core.StreamWriteFeature;
+import com.fasterxml.jackson.core.io.SerializedString;
 import com.fasterxml.jackson.core.util.ByteArrayBuilder;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -10,6 +12,7 @@ import java.time.Instant;
 import java.time.ZoneOffset;
 import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.spark.sql.Row;
@@ -20,7 +23,7 @@ import org.apache.spark.sql.RowFactory;
  * letter carries. The field names are the contract in the README ("Output records", "Dead
  * letters"); nulls are left out, as Spark's to_json did before this moved into the JVM.
  */
-final class Records {
+public final class Records {
   private Records() {}
 
   static final String HEADER_PREFIX = "scorestream.";
@@ -67,43 +70,138 @@ final class Records {
   }
 
   static byte[] prediction(Source src, String dataType, Slot s, long batchId) {
+    return prediction(src.key, src.topic, src.partition, src.offset, src.timestampMillis, dataType, s.route,
+        s.prediction, s.label, s.outputs, s.nanos, batchId);
+  }
+
+  /**
+   * The prediction record. Public for the benchmark's Kafka Streams peer, which writes the same
+   * record with this very code. {@code route} is {@code name:version}; {@code batchId} < 0: none.
+   */
+  public static byte[] prediction(byte[] key, String topic, int partition, long offset, long timestampMillis,
+      String dataType, String route, Double prediction, String label, Map<String, Double> outputs, long nanos,
+      long batchId) {
     ByteArrayBuilder buf = BUFFER.get();
     buf.reset();
+    Quoted q = QUOTED.get();
     try (JsonGenerator g = JSON.createGenerator(buf)) {
       g.writeStartObject();
-      if (src.key != null) g.writeStringField("key", new String(src.key, StandardCharsets.UTF_8));
-      g.writeObjectFieldStart("source");
-      g.writeStringField("topic", src.topic);
-      g.writeNumberField("partition", src.partition);
-      g.writeNumberField("offset", src.offset);
+      if (key != null) {
+        g.writeFieldName(KEY);
+        g.writeString(new String(key, StandardCharsets.UTF_8));
+      }
+      g.writeFieldName(SOURCE);
+      g.writeStartObject();
+      g.writeFieldName(TOPIC);
+      g.writeString(q.of(topic));
+      g.writeFieldName(PARTITION);
+      g.writeNumber(partition);
+      g.writeFieldName(OFFSET);
+      g.writeNumber(offset);
       g.writeEndObject();
-      g.writeStringField("dataType", dataType);
-      g.writeObjectFieldStart("model");
-      g.writeStringField("name", s.name());
-      g.writeStringField("version", s.version());
+      g.writeFieldName(DATA_TYPE);
+      g.writeString(q.of(dataType));
+      SerializableString[] model = q.model(route);
+      g.writeFieldName(MODEL);
+      g.writeStartObject();
+      g.writeFieldName(NAME);
+      g.writeString(model[0]);
+      g.writeFieldName(VERSION);
+      g.writeString(model[1]);
       g.writeEndObject();
-      if (s.prediction != null) g.writeNumberField("prediction", s.prediction);
-      if (s.label != null) g.writeStringField("label", s.label);
-      if (s.outputs != null) {
-        g.writeObjectFieldStart("outputs");
-        for (Map.Entry<String, Double> e : s.outputs.entrySet()) {
+      if (prediction != null) {
+        g.writeFieldName(PREDICTION);
+        g.writeNumber(prediction);
+      }
+      if (label != null) {
+        g.writeFieldName(LABEL);
+        g.writeString(q.of(label));
+      }
+      if (outputs != null) {
+        g.writeFieldName(OUTPUTS);
+        g.writeStartObject();
+        for (Map.Entry<String, Double> e : outputs.entrySet()) {
+          g.writeFieldName(q.of(e.getKey()));
           Double v = e.getValue();
-          if (v == null || v.isNaN()) g.writeNullField(e.getKey());
-          else g.writeNumberField(e.getKey(), v);
+          if (v == null || v.isNaN()) g.writeNull();
+          else g.writeNumber(v);
         }
         g.writeEndObject();
       }
-      g.writeObjectFieldStart("timings");
-      g.writeStringField("eventTime", EVENT_CLOCK.get().iso(src.timestampMillis));
-      g.writeStringField("scoredAt", SCORED_CLOCK.get().iso(System.currentTimeMillis()));
-      g.writeNumberField("scoringMicros", s.nanos / 1e3);
+      g.writeFieldName(TIMINGS);
+      g.writeStartObject();
+      g.writeFieldName(EVENT_TIME);
+      g.writeString(EVENT_CLOCK.get().iso(timestampMillis));
+      g.writeFieldName(SCORED_AT);
+      g.writeString(SCORED_CLOCK.get().iso(System.currentTimeMillis()));
+      g.writeFieldName(SCORING_MICROS);
+      g.writeNumber(nanos / 1e3);
       g.writeEndObject();
-      g.writeNumberField("batchId", batchId);
+      if (batchId >= 0) {
+        g.writeFieldName(BATCH_ID);
+        g.writeNumber(batchId);
+      }
       g.writeEndObject();
     } catch (IOException e) {
       throw new IllegalStateException(e); // writing to memory: cannot happen
     }
     return buf.toByteArray();
+  }
+
+  // The record's field names, quoted once: Jackson checks every character of a plain String for
+  // escaping each time it writes it, and names were most of the strings a prediction writes.
+  private static final SerializableString KEY = new SerializedString("key");
+  private static final SerializableString SOURCE = new SerializedString("source");
+  private static final SerializableString TOPIC = new SerializedString("topic");
+  private static final SerializableString PARTITION = new SerializedString("partition");
+  private static final SerializableString OFFSET = new SerializedString("offset");
+  private static final SerializableString DATA_TYPE = new SerializedString("dataType");
+  private static final SerializableString MODEL = new SerializedString("model");
+  private static final SerializableString NAME = new SerializedString("name");
+  private static final SerializableString VERSION = new SerializedString("version");
+  private static final SerializableString PREDICTION = new SerializedString("prediction");
+  private static final SerializableString LABEL = new SerializedString("label");
+  private static final SerializableString OUTPUTS = new SerializedString("outputs");
+  private static final SerializableString TIMINGS = new SerializedString("timings");
+  private static final SerializableString EVENT_TIME = new SerializedString("eventTime");
+  private static final SerializableString SCORED_AT = new SerializedString("scoredAt");
+  private static final SerializableString SCORING_MICROS = new SerializedString("scoringMicros");
+  private static final SerializableString BATCH_ID = new SerializedString("batchId");
+  private static final ThreadLocal<Quoted> QUOTED = ThreadLocal.withInitial(Quoted::new);
+
+  /**
+   * The strings records repeat — topics, dataTypes, labels, output names, a route's model name and
+   * version — quoted once per thread. Bounded: a model with ever-new labels only refills it.
+   */
+  static final class Quoted {
+    private static final int MAX = 4096;
+    private final HashMap<String, SerializableString> strings = new HashMap<>();
+    private final HashMap<String, SerializableString[]> routes = new HashMap<>();
+
+    SerializableString of(String s) {
+      SerializableString q = strings.get(s);
+      if (q == null) {
+        if (strings.size() >= MAX) strings.clear();
+        q = new SerializedString(s);
+        strings.put(s, q);
+      }
+      return q;
+    }
+
+    /** {name, version} of a route {@code name:version} (no colon: the name, an empty version). */
+    SerializableString[] model(String route) {
+      SerializableString[] m = routes.get(route);
+      if (m == null) {
+        if (routes.size() >= MAX) routes.clear();
+        int i = route.indexOf(':');
+        m = new SerializableString[] {
+          new SerializedString(i < 0 ? route : route.substring(0, i)),
+          new SerializedString(i < 0 ? "" : route.substring(i + 1)),
+        };
+        routes.put(route, m);
+      }
+      return m;
+    }
   }
 
   static int keyBytes(Source src) {

@@ -51,16 +51,6 @@ final class Slot {
     return !tf || failed() || prediction != null || label != null;
   }
 
-  String name() {
-    int i = route.indexOf(':');
-    return i < 0 ? route : route.substring(0, i);
-  }
-
-  String version() {
-    int i = route.indexOf(':');
-    return i < 0 ? "" : route.substring(i + 1);
-  }
-
   Row toRow() {
     return RowFactory.create(route, tf, features, prediction, label, outputs, nanos, stage, error);
   }
