@@ -99,3 +99,20 @@ def test_operator_watches_either_named_namespaces_or_all(scope):
     with pytest.raises(ValidationError, match="namespaces"):
         OperatorConfig(**scope)
     assert OperatorConfig(namespaces=["ml"]).namespaces == ["ml"]
+
+
+def test_spark_kafka_options_default_to_batch_sized_polls_and_short_fetch_waits():
+    from scorestream.runtime import kafka_options
+
+    c = parse_job_config(GOOD)
+    source = kafka_options.source_options(c.kafka, "prefix")
+    # At the log's end the broker holds a fetch this long, and the source's offset-range request
+    # behind it waits as long: the default 500 ms would be added to every batch of a live stream.
+    assert source["kafka.fetch.max.wait.ms"] == "20"
+    assert source["kafka.max.poll.records"] == "10000"
+    assert source["subscribe"] == "in" and source["includeHeaders"] == "true"
+    assert kafka_options.sink_options(c.kafka)["kafka.linger.ms"] == "5"
+    # A user's setting wins over the defaults.
+    mine = parse_job_config(with_("kafka.properties", {"fetch.max.wait.ms": "100", "linger.ms": "0"}))
+    assert kafka_options.source_options(mine.kafka, "prefix")["kafka.fetch.max.wait.ms"] == "100"
+    assert kafka_options.sink_options(mine.kafka)["kafka.linger.ms"] == "0"
