@@ -46,8 +46,13 @@ def assess(name: str, namespace: str, spec: s.ModelServingSpec, raw_spec: dict[s
     if stable is None or running_wanted:
         # First start, or the driver serves this spec's configuration: this spec is stable now.
         if running_wanted:
-            done = upgrade and upgrade.get("phase") == "Upgrading"
-            event = ("Upgraded", f"the job runs generation {generation}'s configuration") if done else None
+            # Any recorded upgrade ends here, announced once (the next status has none). One
+            # declared failed may still end so: its driver came ready after upgradeTimeout,
+            # before the last stable spec replaced it, and the UpgradeFailed it reported clears.
+            event = None
+            if upgrade and upgrade.get("generation") == generation:
+                late = " (ready after upgradeTimeout, once reported failed)" if upgrade.get("phase") == "Failed" else ""
+                event = ("Upgraded", f"the job runs generation {generation}'s configuration{late}")
             return Assessment(None, {"generation": generation, "spec": raw_spec}, None, event)
         return Assessment(None, None, None, None)
     stable_spec = s.ModelServingSpec.model_validate(stable["spec"])

@@ -143,3 +143,25 @@ def test_a_refused_image_keeps_the_status_it_had_and_says_why():
     again = reconciler.refused_status({**body(), "status": refused}, "ImageNotAllowed", "image 'x' not allowed",
                                       now="2026-01-03T00:00:00Z")
     assert {c["type"]: c for c in again["conditions"]}["Degraded"]["lastTransitionTime"] == "2026-01-02T00:00:00Z"
+
+
+def test_an_upgrade_ends_with_one_event_even_after_it_was_reported_failed():
+    before = {"lastStableSpec": {"generation": 1, "spec": stable_spec()},
+              "upgrade": {"generation": 2, "phase": "Upgrading", "startedAt": "2026-01-01T00:00:00Z", "message": ""}}
+    b = changed()
+    spec = s.ModelServingSpec.model_validate(b["spec"])
+    running = desired.spec_hash("wine", "ml", spec)
+
+    def assess(previous):
+        return upgrade.assess("wine", "ml", spec, b["spec"], 2, previous, running, True, 1.9e9, "2030-03-17T17:46:40Z")
+
+    done = assess(before)
+    assert done.upgrade is None and done.last_stable["generation"] == 2
+    assert done.event == ("Upgraded", "the job runs generation 2's configuration")
+    # Past upgradeTimeout it was reported failed; its driver came ready before the last stable
+    # spec replaced it: the upgrade is over all the same, and says so.
+    late = assess({**before, "upgrade": {**before["upgrade"], "phase": "Failed"}})
+    assert late.upgrade is None and late.last_stable["generation"] == 2 and late.run_spec is None
+    assert late.event[0] == "Upgraded" and "once reported failed" in late.event[1]
+    # Nothing recorded (a start, or the upgrade's end already written): no event.
+    assert assess({"lastStableSpec": {"generation": 2, "spec": b["spec"]}}).event is None
