@@ -80,6 +80,10 @@ class PeerProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
     def wait_ready(self, timeout: float = 120.0) -> "PeerProcess":
         """Until Kafka Streams says RUNNING: models restored, tasks assigned."""
         deadline = time.monotonic() + timeout

@@ -59,6 +59,10 @@ class Job:
     def alive(self) -> bool:
         return self.process.proc is not None and self.process.proc.poll() is None
 
+    @property
+    def pid(self) -> int:
+        return self.process.proc.pid
+
     def wait_ready(self, timeout: float = 180.0) -> "Job":
         self.process.wait_ready(timeout)
         return self

@@ -20,7 +20,10 @@ that every peer reads; the demo's decision tree (PMML) for every PMML peer. Part
 Rates from the broker's append times of each peer's output. Steady state: the records after the
 first `--per-batch` (scorestream's first micro-batch, which pays for start-up and JIT; the same
 count for K) over their time. Incl. start-up: all records over the time from the peer's process
-start to the last one written. Nothing is asserted: the goals are printed with the figures.
+start to the last one written. CPU per record over the steady state: every process of the peer
+(the job's Python driver, its JVM and Python workers; the Kafka Streams JVM), and the share of it in
+the JVM's JIT compiler threads (benchmarks/cpu.py); the broker's CPU is in neither. Nothing is
+asserted: the goals are printed with the figures.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from pathlib import Path
 
 import baselines
 import counting
+import cpu
 import kstreams
 import latency
 import serving
@@ -65,15 +69,27 @@ def throughput(bootstrap: str, name: str, descriptor, n: int, skip: int, make_pe
     kafka.make_topics(bootstrap, outputs=(t["out"],), **{t["dlq"]: 1, t["models"]: 1})
     feed.publish_model(bootstrap, t["models"], descriptor, to=None)
     peer = make_peer(t).start()
+    steady: list = []  # (records written, CPU) when the steady state began
+
+    def progress(done: int) -> None:
+        if not steady and done >= skip:
+            steady.append((done, cpu.sample(peer.pid)))
+
     try:
-        kafka.wait_written(bootstrap, [t["out"], t["dlq"]], n, timeout, peer.alive, name)
+        kafka.wait_written(bootstrap, [t["out"], t["dlq"]], n, timeout, peer.alive, name, progress)
+        used = cpu.sample(peer.pid)
     except Exception:
         print(peer.tail(), file=sys.stderr)
         raise
     finally:
         peer.stop()
     out = kafka.read_all(bootstrap, t["out"])
-    return {**kafka.rates([m.timestamp for m in out], peer.started, skip), "dead_letters": n - len(out)}, out
+    rates = {**kafka.rates([m.timestamp for m in out], peer.started, skip), "dead_letters": n - len(out)}
+    if steady and n > steady[0][0]:
+        window = used - steady[0][1]
+        rates["cpu_us"] = window.total / (n - steady[0][0]) * 1e6
+        rates["jit_share"] = window.jit / window.total if window.total else 0.0
+    return rates, out
 
 
 def paced_latency(bootstrap: str, name: str, descriptor, peer, rate: float, args) -> dict:
@@ -228,6 +244,8 @@ def _notes(v: dict) -> str:
     if "first_written_s" not in v:
         return ""
     notes = [f"output from {v['first_written_s']:.1f}s to {v['last_written_s']:.1f}s after start"]
+    if "cpu_us" in v:
+        notes.append(f"steady: {v['cpu_us']:.1f} us CPU per record, {v['jit_share']:.0%} of it JIT compiling")
     if v.get("dead_letters"):
         notes.append(f"{v['dead_letters']:,} dead letters")
     if v.get("agreement"):

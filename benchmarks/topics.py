@@ -42,12 +42,28 @@ def consumer(bootstrap: str):
     return Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-reader", "enable.auto.commit": False})
 
 
-def wait_written(bootstrap: str, topics: list[str], n: int, timeout: float, alive=lambda: True, what: str = "") -> None:
-    """Until the topics hold n records (a peer's output and dead letters); raises on timeout."""
+def wait_written(bootstrap: str, topics: list[str], n: int, timeout: float, alive=lambda: True, what: str = "",
+                 progress=lambda done: None) -> None:
+    """Until the topics hold n records (a peer's output and dead letters); raises on timeout.
+    ``progress`` is told the count at every look (every 0.1 s)."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    # Topics just made: their leaders may not be known yet; a look that fails so is tried again.
+    transient = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                 KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._TIMED_OUT, KafkaError._TRANSPORT}
     c = consumer(bootstrap)
     try:
         deadline = time.monotonic() + timeout
-        while (done := written(c, topics)) < n:
+        done = 0
+        while True:
+            try:
+                done = written(c, topics)
+            except KafkaException as e:
+                if not (e.args[0].retriable() or e.args[0].code() in transient):
+                    raise
+            if done >= n:
+                break
+            progress(done)
             if not alive():
                 raise RuntimeError(f"{what} stopped after writing {done} of {n}")
             if time.monotonic() > deadline:
