@@ -116,3 +116,12 @@ def test_spark_kafka_options_default_to_batch_sized_polls_and_short_fetch_waits(
     mine = parse_job_config(with_("kafka.properties", {"fetch.max.wait.ms": "100", "linger.ms": "0"}))
     assert kafka_options.source_options(mine.kafka, "prefix")["kafka.fetch.max.wait.ms"] == "100"
     assert kafka_options.sink_options(mine.kafka)["kafka.linger.ms"] == "0"
+
+
+def test_the_driver_jvm_starts_from_a_small_heap_unless_the_spec_says_otherwise():
+    from scorestream.runtime.job import session_conf
+
+    assert session_conf(parse_job_config(GOOD))["spark.driver.extraJavaOptions"] == "-Xms64m"
+    mine = parse_job_config(with_("spark", {"conf": {"spark.driver.extraJavaOptions": "-Xms1g -Dx=y"}}))
+    # The spec's options follow: its -Xms, the last on the line, is the one the JVM takes.
+    assert session_conf(mine)["spark.driver.extraJavaOptions"] == "-Xms64m -Xms1g -Dx=y"
