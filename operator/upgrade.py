@@ -50,9 +50,10 @@ def assess(name: str, namespace: str, spec: s.ModelServingSpec, raw_spec: dict[s
             # declared failed may still end so: its driver came ready after upgradeTimeout,
             # before the last stable spec replaced it, and the UpgradeFailed it reported clears.
             event = None
-            if upgrade and upgrade.get("generation") == generation:
-                late = " (ready after upgradeTimeout, once reported failed)" if upgrade.get("phase") == "Failed" else ""
-                event = ("Upgraded", f"the job runs generation {generation}'s configuration{late}")
+            if upgrade:
+                late = upgrade.get("phase") == "Failed" and upgrade.get("generation") == generation
+                event = ("Upgraded", f"the job runs generation {generation}'s configuration"
+                         + (" (ready after upgradeTimeout, once reported failed)" if late else ""))
             return Assessment(None, {"generation": generation, "spec": raw_spec}, None, event)
         return Assessment(None, None, None, None)
     stable_spec = s.ModelServingSpec.model_validate(stable["spec"])

@@ -61,9 +61,9 @@ def session_conf(config: JobConfig) -> dict[str, str]:
         conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})
     conf.update(config.spark.conf)
     # The JVM's initial heap is 1/64 of the memory it sees: in a pod a little (the container's
-    # limit), on a 24 GiB machine 384 MB that G1 then fills before it collects, for a job whose
-    # live data is a small part of that: the demo's JVM peaked at 789 MB, 561 MB from 64 MB up
-    # (throughput the same). First on the line, so a user's own -Xms there wins.
+    # limit), on a 24 GiB machine 384 MB that G1 fills before it first collects, for a job whose
+    # live data is a small part of that. From 64 MB up the demo's JVM peaks lower, throughput
+    # the same (README, Figures). First on the line, so a user's own -Xms there wins.
     conf["spark.driver.extraJavaOptions"] = " ".join(
         filter(None, ("-Xms64m", config.spark.conf.get("spark.driver.extraJavaOptions"))))
     return conf

@@ -165,3 +165,16 @@ def test_an_upgrade_ends_with_one_event_even_after_it_was_reported_failed():
     assert late.event[0] == "Upgraded" and "once reported failed" in late.event[1]
     # Nothing recorded (a start, or the upgrade's end already written): no event.
     assert assess({"lastStableSpec": {"generation": 2, "spec": b["spec"]}}).event is None
+
+
+def test_an_upgrade_superseded_by_a_change_of_the_same_configuration_still_ends_with_its_event():
+    b = changed()
+    spec = s.ModelServingSpec.model_validate(b["spec"])
+    running = desired.spec_hash("wine", "ml", spec)
+    # Generation 2's upgrade was under way when generation 3 changed only what changes live
+    # (the model, say): the driver running that configuration ends it.
+    before = {"lastStableSpec": {"generation": 1, "spec": stable_spec()},
+              "upgrade": {"generation": 2, "phase": "Upgrading", "startedAt": "2026-01-01T00:00:00Z", "message": ""}}
+    v = upgrade.assess("wine", "ml", spec, b["spec"], 3, before, running, True, 1.9e9, "2030-03-17T17:46:40Z")
+    assert v.upgrade is None and v.last_stable["generation"] == 3
+    assert v.event == ("Upgraded", "the job runs generation 3's configuration")
