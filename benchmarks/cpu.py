@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from scorestream.demo.rss import process_tree
+
 TICK = os.sysconf("SC_CLK_TCK")
 # HotSpot names its compiler threads "C1 CompilerThread0", "C2 CompilerThread0", ... (15 characters
 # reach /proc's comm). Threads it retires take their counts with them: the JIT figure is a floor.
@@ -32,26 +34,10 @@ def _stat_fields(path: Path) -> list[str]:
     return text[text.rindex(")") + 2:].split()  # after "pid (comm) ", which may hold spaces
 
 
-def _tree(root: int) -> list[int]:
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parents.setdefault(int(_stat_fields(entry / "stat")[1]), []).append(int(entry.name))
-            except (OSError, ValueError, IndexError):
-                continue  # gone meanwhile
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(parents.get(pid, ()))
-    return out
-
-
 def sample(root: int) -> Cpu:
     """The CPU used so far by ``root`` and its descendants (0 for processes already gone)."""
     total = jit = 0
-    for pid in _tree(root):
+    for pid in process_tree(root):
         proc = Path(f"/proc/{pid}")
         try:
             f = _stat_fields(proc / "stat")

@@ -92,9 +92,14 @@ def test_drift_repair_reads_a_missing_data_topic_from_the_status():
     assert not status.recorded(written(body(), data_topic_exists=True)).data_topic_missing
 
 
+def upgrading() -> dict:
+    """Status of generation 2's upgrade under way, generation 1 stable."""
+    return {"lastStableSpec": {"generation": 1, "spec": stable_spec()},
+            "upgrade": {"generation": 2, "phase": "Upgrading", "startedAt": "2026-01-01T00:00:00Z", "message": ""}}
+
+
 def test_drift_repair_reads_a_failed_upgrade_from_the_status():
-    before = {"lastStableSpec": {"generation": 1, "spec": stable_spec()},
-              "upgrade": {"generation": 2, "phase": "Upgrading", "startedAt": "2026-01-01T00:00:00Z", "message": ""}}
+    before = upgrading()
     b = {**changed(), "status": before}
     spec = s.ModelServingSpec.model_validate(b["spec"])
     verdict = upgrade.assess("wine", "ml", spec, b["spec"], 2, before, None, False, 1.9e9, "2030-03-17T17:46:40Z")
@@ -146,8 +151,7 @@ def test_a_refused_image_keeps_the_status_it_had_and_says_why():
 
 
 def test_an_upgrade_ends_with_one_event_even_after_it_was_reported_failed():
-    before = {"lastStableSpec": {"generation": 1, "spec": stable_spec()},
-              "upgrade": {"generation": 2, "phase": "Upgrading", "startedAt": "2026-01-01T00:00:00Z", "message": ""}}
+    before = upgrading()
     b = changed()
     spec = s.ModelServingSpec.model_validate(b["spec"])
     running = desired.spec_hash("wine", "ml", spec)
@@ -173,8 +177,7 @@ def test_an_upgrade_superseded_by_a_change_of_the_same_configuration_still_ends_
     running = desired.spec_hash("wine", "ml", spec)
     # Generation 2's upgrade was under way when generation 3 changed only what changes live
     # (the model, say): the driver running that configuration ends it.
-    before = {"lastStableSpec": {"generation": 1, "spec": stable_spec()},
-              "upgrade": {"generation": 2, "phase": "Upgrading", "startedAt": "2026-01-01T00:00:00Z", "message": ""}}
+    before = upgrading()
     v = upgrade.assess("wine", "ml", spec, b["spec"], 3, before, running, True, 1.9e9, "2030-03-17T17:46:40Z")
     assert v.upgrade is None and v.last_stable["generation"] == 3
     assert v.event == ("Upgraded", "the job runs generation 3's configuration")

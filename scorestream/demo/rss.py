@@ -17,6 +17,18 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+def process_tree(root: int) -> list[int]:
+    """``root`` and its descendants alive now."""
+    out, todo, seen = [], [root], set()
+    while todo:
+        pid = todo.pop()
+        if pid not in seen:
+            seen.add(pid)
+            out.append(pid)
+            todo += _children(pid)
+    return out
+
+
 def _rss_mb(pid: int) -> float | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -61,19 +73,13 @@ class ProcessTreeMemory:
             self.sample()
 
     def sample(self) -> None:
-        todo, total = [self.root], 0.0
-        seen = set()
-        while todo:
-            pid = todo.pop()
-            if pid in seen:
-                continue
-            seen.add(pid)
+        total = 0.0
+        for pid in process_tree(self.root):
             rss = _rss_mb(pid)
             if rss is not None:
                 kind = _kind(pid)
                 self.peaks[kind] = max(self.peaks.get(kind, 0.0), rss)
                 total += rss
-            todo += _children(pid)
         self.total_peak = max(self.total_peak, total)
 
     def stop(self) -> None:
