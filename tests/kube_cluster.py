@@ -218,6 +218,12 @@ class ControlPlane:
                     "--bind-address=127.0.0.1", "--secure-port=0", f"--root-ca-file={d / 'ca.crt'}",
                     f"--service-account-private-key-file={d / 'sa.key'}",
                     "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route",
+                    # The node lifecycle controller takes the not-ready taint off the kwok node, but when
+                    # kwok's lease renewal is late on a starved CPU it marks the node's pods NotReady (only
+                    # their Ready condition), and kwok, unlike a kubelet, never reports them ready again: a
+                    # CI run's operator pod stayed Ready=False with ContainersReady=True on a Ready node.
+                    # No test fails a node, so the node is given time to renew however slow the machine.
+                    "--node-monitor-grace-period=10m", "--node-startup-grace-period=10m",
                     "--concurrent-statefulset-syncs=5", "--concurrent-gc-syncs=10")
         self._spawn("kube-scheduler", f"--kubeconfig={cfg}", "--leader-elect=false",
                     "--bind-address=127.0.0.1", "--secure-port=0")
