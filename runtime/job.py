@@ -145,11 +145,12 @@ class ServingJob:
                 self.executors.scale_to(int(initial))
             elif initial:
                 self.executors.target = int(initial)  # what a restart was asked for (local mode)
-            self.scorer = pipeline.BatchScorer(self.spark, kafka_options.sink_options(self.config.kafka))
+            self.scorer = pipeline.BatchScorer(self.spark, kafka_options.sink_options(self.config.kafka),
+                                              self.executors.running)
             # A TensorFlow model is checked and verified in the Python workers that score batches,
             # never in the driver (which does not import TensorFlow).
             loader = ModelLoader(self.config, self.spark.sparkContext.addFile, self._describe_pmml,
-                                 verification.worker_admission(self.spark, self.scorer.result_ddl),
+                                 verification.worker_admission(self.spark, self.scorer.result_ddl, self.executors.running),
                                  self.spark.sparkContext._jvm.dev.scorestream.jvm.Verifier.run)
             self.follower = ModelsFollower(self.config, loader, self.registry, self.run_id)
             self.follower.restore(self.config.restore_timeout_seconds)

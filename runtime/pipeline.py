@@ -6,7 +6,11 @@ headers that say why. Spark's own Kafka sink then writes each row to the topic i
 column names. A PMML record never leaves the JVM, and a job that serves only PMML starts no
 Python worker. Rows of a TensorFlow model come back from the scorer ``pending`` with their
 features; only those rows cross to Python, in Arrow batches, and are scored there vectorised,
-then written up by the same JVM code (``ss_finish``). Where every model is TensorFlow, the other
+then written up by the same JVM code (``ss_finish``), by one Python worker per executor: each
+worker holds TensorFlow and the model (~700 MB here), and while it scores, the JVM's side of
+the task (reading, Arrow, writing) keeps another core busy: a worker per core added memory,
+not speed (README, Figures).
+Where every model is TensorFlow, the other
 rows are dead letters: the batch then crosses once, those rows untouched, instead of being kept
 and read twice.
 
@@ -17,6 +21,7 @@ no per-row aggregate expressions) and come back to the driver when the write ret
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -36,8 +41,11 @@ class BatchScorer:
     """The JVM scorer of one job: each batch is scored with that batch's routing table and counted
     into the job's accumulator, reset per batch (batches run one at a time)."""
 
-    def __init__(self, spark, sink_options: dict[str, str]):
+    def __init__(self, spark, sink_options: dict[str, str], executors: Callable[[], int] = lambda: 1):
+        """``executors``: how many executors run now (``ExecutorControl.running``), the most
+        TensorFlow tasks, and so Python workers, a batch runs at once."""
         self.sink_options = sink_options
+        self.executors = executors
         jvm = spark.sparkContext._jvm
         self._scorer = jvm.dev.scorestream.jvm.Scorer
         # Names and result schema as the JVM defines them (Scorer.RESULT_DDL is the contract).
@@ -93,7 +101,7 @@ class BatchScorer:
             r.pending.dataType.alias("dataType"), r.pending.primary.alias("primary"), r.pending.shadow.alias("shadow"),
             *(done if carry_done else []),
         )
-        scored_rows = rows.mapInArrow(tensorflow_stage(tf_files), rows.schema)
+        scored_rows = rows.coalesce(max(1, self.executors())).mapInArrow(tensorflow_stage(tf_files), rows.schema)
         finish = F.call_function(self.finish_udf, *map(F.col, ("key", "topic", "partition", "offset", "ts", "dataType", "primary", "shadow")))
         if not carry_done:
             return scored_rows.select("key", "value", "headers", finish.alias("r"))

@@ -165,14 +165,15 @@ _REPORT_DDL = ("struct<reason:string,pid:bigint,importSeconds:double,loadSeconds
                "fillSeconds:double>")
 
 
-def worker_admission(spark, result_ddl: str) -> Callable[[str, int, list[dict]], WorkerAnswer]:
+def worker_admission(spark, result_ddl: str, executors: Callable[[], int]) -> Callable[[str, int, list[dict]], WorkerAnswer]:
     """A TensorFlow model handed out through SparkFiles, admitted in one Spark job of Arrow Python
     workers, the kind that scores batches (``pipeline.tensorflow_stage``): each of its tasks loads
     the model (``tf_model.cached``, where it stays for the batches to come), scores a row of zeros,
-    and scores its share of the sample's slots with ``pipeline.fill_slot``. One task per task slot
-    of the application, so that the workers the next batch runs in have the model loaded, and the
-    model is loaded once per worker for the check, the sample and the batches together.
-    ``result_ddl``: ``Scorer.RESULT_DDL``, whose pending slot is the slot's type."""
+    and scores its share of the sample's slots with ``pipeline.fill_slot``. One task per executor,
+    as batches score TensorFlow with one Python worker per executor, so that the workers the next
+    batch runs in have the model loaded, and the model is loaded once per worker for the check,
+    the sample and the batches together. ``result_ddl``: ``Scorer.RESULT_DDL``, whose pending slot
+    is the slot's type; ``executors``: how many executors run now (``ExecutorControl.running``)."""
     from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
     slot_type = _parse_datatype_string(result_ddl)["pending"].dataType["primary"].dataType
@@ -182,7 +183,7 @@ def worker_admission(spark, result_ddl: str) -> Callable[[str, int, list[dict]],
     names = slot_type.fieldNames()
 
     def admit(name: str, n_inputs: int, slots: list[dict]) -> WorkerAnswer:
-        tasks = max(1, spark.sparkContext.defaultParallelism)
+        tasks = max(1, executors())
 
         def work(batches):
             import time as clock
@@ -211,9 +212,10 @@ def worker_admission(spark, result_ddl: str) -> Callable[[str, int, list[dict]],
                                                  names=["slot", "report"])
 
         # A null slot per task first: every task has a row (a local relation is cut into
-        # min(rows, parallelism) slices), so every task checks the model.
+        # min(rows, parallelism) slices, at least `tasks`, then joined into `tasks`), so every
+        # task checks the model.
         rows = [(None,)] * tasks + [(tuple(s[n] for n in names),) for s in slots]
-        out = spark.createDataFrame(rows, schema).mapInArrow(work, out_schema).collect()
+        out = spark.createDataFrame(rows, schema).coalesce(tasks).mapInArrow(work, out_schema).collect()
         reports = [r.report.asDict() for r in out if r.report is not None]
         filled = [r.slot.asDict(recursive=True) if r.slot is not None else None for r in out if r.report is None]
         reason = next((r["reason"] for r in reports if r["reason"]), None)
