@@ -6,13 +6,11 @@ headers that say why. Spark's own Kafka sink then writes each row to the topic i
 column names. A PMML record never leaves the JVM, and a job that serves only PMML starts no
 Python worker. Rows of a TensorFlow model come back from the scorer ``pending`` with their
 features; only those rows cross to Python, in Arrow batches, and are scored there vectorised,
-then written up by the same JVM code (``ss_finish``), by one Python worker per executor: each
+then written up by the same JVM code (``ss_finish``), in one Python worker per executor: each
 worker holds TensorFlow and the model (~700 MB here), and while it scores, the JVM's side of
 the task (reading, Arrow, writing) keeps another core busy: a worker per core added memory,
-not speed (README, Figures).
-Where every model is TensorFlow, the other
-rows are dead letters: the batch then crosses once, those rows untouched, instead of being kept
-and read twice.
+not speed (README, Figures). Where every model is TensorFlow, the other rows are dead letters:
+the batch then crosses once, those rows untouched, instead of being kept and read twice.
 
 The statistics are counted by the scorer into an accumulator while it scores (no second pass,
 no per-row aggregate expressions) and come back to the driver when the write returns.

@@ -8,6 +8,7 @@ fails is rejected with the records and how they failed, and the serving model ke
 from __future__ import annotations
 
 import json
+import re
 import statistics
 
 import pytest
@@ -402,6 +403,11 @@ def test_tensorflow_swap_times_and_sample_verification(serving, demo_models):
     job.wait_records(n + m)
     after = [o for o in s.outputs(expect=n + m) if int(o["key"].split("-")[1]) >= 2 * 10**6]
     assert len(after) == m and {(o["model"]["name"], o["model"]["version"]) for o in after} == {(last.name, last.version)}
+    # One Python worker per executor (local mode: one) admits each model, as one scores a batch's
+    # rows: a second would hold TensorFlow and the models too (~700 MB). (An admission while a
+    # batch is scoring takes another worker, so the job's tree may hold two here.)
+    admissions = re.findall(r"in (\d+) worker\(s\)", job.log_path.read_text())
+    assert len(admissions) == len(versions) and set(admissions) == {"1"}, admissions
     assert job.stop() == 0
 
 
