@@ -150,7 +150,8 @@ class ServingJob:
             # A TensorFlow model is checked and verified in the Python workers that score batches,
             # never in the driver (which does not import TensorFlow).
             loader = ModelLoader(self.config, self.spark.sparkContext.addFile, self._describe_pmml,
-                                 verification.worker_admission(self.spark, self.scorer.result_ddl, self.executors.running),
+                                 verification.worker_admission(self.spark, self.scorer.result_ddl, self.executors.running,
+                                                               self.scorer.python_workers),
                                  self.spark.sparkContext._jvm.dev.scorestream.jvm.Verifier.run)
             self.follower = ModelsFollower(self.config, loader, self.registry, self.run_id)
             self.follower.restore(self.config.restore_timeout_seconds)

@@ -18,6 +18,7 @@ no per-row aggregate expressions) and come back to the driver when the write ret
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Callable
 
@@ -44,6 +45,11 @@ class BatchScorer:
         TensorFlow tasks, and so Python workers, a batch runs at once."""
         self.sink_options = sink_options
         self.executors = executors
+        # Held while a batch scores TensorFlow in the Python workers. A model's admission takes it
+        # too (verification.worker_admission): beside such a batch, it would start a second worker
+        # per executor, and Spark's pool would then hand batches to both in turn, each holding
+        # TensorFlow and the models. A PMML-only batch uses no worker and does not take it.
+        self.python_workers = threading.Lock()
         jvm = spark.sparkContext._jvm
         self._scorer = jvm.dev.scorestream.jvm.Scorer
         # Names and result schema as the JVM defines them (Scorer.RESULT_DDL is the contract).
@@ -73,20 +79,22 @@ class BatchScorer:
         scored = self.score(batch, batch_id, table)
         if not tf_files:
             self._write(scored)
-        elif only_tensorflow(table):
-            # No PMML model: a row that is not pending is a dead letter already written up. One
-            # pass through the Arrow stage, which leaves such rows as they are, scores the batch
-            # without keeping it and reading it twice.
-            self._write(self._tensorflow(scored, tf_files, carry_done=True))
-        else:
-            # Two writes read the scored batch: the scorer must run once per record (it counts),
-            # so the batch is kept until both are done.
-            scored = scored.persist(StorageLevel.MEMORY_AND_DISK)
-            try:
-                self._write(scored.where(F.col("r.pending").isNull()))
-                self._write(self._tensorflow(scored.where(F.col("r.pending").isNotNull()), tf_files))
-            finally:
-                scored.unpersist()
+            return self.counts()
+        with self.python_workers:
+            if only_tensorflow(table):
+                # No PMML model: a row that is not pending is a dead letter already written up.
+                # One pass through the Arrow stage, which leaves such rows as they are, scores the
+                # batch without keeping it and reading it twice.
+                self._write(self._tensorflow(scored, tf_files, carry_done=True))
+            else:
+                # Two writes read the scored batch: the scorer must run once per record (it
+                # counts), so the batch is kept until both are done.
+                scored = scored.persist(StorageLevel.MEMORY_AND_DISK)
+                try:
+                    self._write(scored.where(F.col("r.pending").isNull()))
+                    self._write(self._tensorflow(scored.where(F.col("r.pending").isNotNull()), tf_files))
+                finally:
+                    scored.unpersist()
         return self.counts()
 
     def _tensorflow(self, scored: DataFrame, tf_files: dict[str, str], carry_done: bool = False) -> DataFrame:

@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -165,7 +166,8 @@ _REPORT_DDL = ("struct<reason:string,pid:bigint,importSeconds:double,loadSeconds
                "fillSeconds:double>")
 
 
-def worker_admission(spark, result_ddl: str, executors: Callable[[], int]) -> Callable[[str, int, list[dict]], WorkerAnswer]:
+def worker_admission(spark, result_ddl: str, executors: Callable[[], int],
+                     python_workers: threading.Lock) -> Callable[[str, int, list[dict]], WorkerAnswer]:
     """A TensorFlow model handed out through SparkFiles, admitted in one Spark job of Arrow Python
     workers, the kind that scores batches (``pipeline.tensorflow_stage``): each of its tasks loads
     the model (``tf_model.cached``, where it stays for the batches to come), scores a row of zeros,
@@ -173,7 +175,12 @@ def worker_admission(spark, result_ddl: str, executors: Callable[[], int]) -> Ca
     as batches score TensorFlow with one Python worker per executor, so that the workers the next
     batch runs in have the model loaded, and the model is loaded once per worker for the check,
     the sample and the batches together. ``result_ddl``: ``Scorer.RESULT_DDL``, whose pending slot
-    is the slot's type; ``executors``: how many executors run now (``ExecutorControl.running``)."""
+    is the slot's type; ``executors``: how many executors run now (``ExecutorControl.running``).
+
+    ``python_workers`` (``BatchScorer.python_workers``) is held while a batch scores TensorFlow. An
+    admission waits for it, so that it finds the executor's worker idle instead of starting a
+    second one (~700 MB), and the next such batch waits for the admission; a PMML-only batch does
+    not. A ping skips while it is held: the batch keeps the workers in use."""
     from pyspark.sql.types import StructField, StructType, _parse_datatype_string
 
     slot_type = _parse_datatype_string(result_ddl)["pending"].dataType["primary"].dataType
@@ -183,6 +190,10 @@ def worker_admission(spark, result_ddl: str, executors: Callable[[], int]) -> Ca
     names = slot_type.fieldNames()
 
     def admit(name: str, n_inputs: int, slots: list[dict]) -> WorkerAnswer:
+        with python_workers:
+            return _admit(name, n_inputs, slots)
+
+    def _admit(name: str, n_inputs: int, slots: list[dict]) -> WorkerAnswer:
         tasks = max(1, executors())
 
         def work(batches):
@@ -228,7 +239,12 @@ def worker_admission(spark, result_ddl: str, executors: Callable[[], int]) -> Ca
         def same(batches):
             yield from batches
 
-        spark.createDataFrame([(None,)], schema).mapInArrow(same, schema).collect()
+        if not python_workers.acquire(blocking=False):
+            return
+        try:
+            spark.createDataFrame([(None,)], schema).mapInArrow(same, schema).collect()
+        finally:
+            python_workers.release()
 
     admit.ping = ping  # for ModelLoader.keep_warm
     return admit

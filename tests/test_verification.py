@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import re
 import statistics
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,7 @@ from scorestream.api import messages
 from scorestream.api.verification import Sample
 from scorestream.demo import feed, models
 from scorestream.demo.feed import WINE_COLUMNS
+from scorestream.demo.rss import process_tree
 from scorestream.runtime import verification
 
 from operator_harness import api  # noqa: F401 - the fixture, for the operator test
@@ -282,6 +285,31 @@ def _ms(xs) -> str:
     return f"median {statistics.median(xs) * 1000:.0f}, max {max(xs) * 1000:.0f}"
 
 
+class _TensorFlowProcesses:
+    """The most processes of a tree that had TensorFlow loaded at once, sampled until stopped."""
+
+    def __init__(self, root: int, every: float = 0.5):
+        self.most = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(root, every), daemon=True)
+        self._thread.start()
+
+    def _run(self, root: int, every: float) -> None:
+        while not self._stop.wait(every):
+            self.most = max(self.most, sum(map(_holds_tensorflow, process_tree(root))))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def _holds_tensorflow(pid: int) -> bool:
+    try:
+        return "libtensorflow_framework" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:  # gone
+        return False
+
+
 def _swap_times(s, job, label: str, versions: list, sample_size: str, before: int = 0) -> int:
     """Publish each descriptor while records stream; print message-on-topic -> serving (the
     job's /models ``since``) and -> the first output record scored by it, verification apart.
@@ -387,8 +415,16 @@ def test_tensorflow_swap_times_and_sample_verification(serving, demo_models):
     job = s.start().wait_ready()
     n = s.produce(feed.wine_records(rows[:100], start=10**6))
     job.wait_records(n)
-    n = _swap_times(s, job, "TensorFlow, cold (a PMML job's first)", versions[:1], "20 sample records", before=n)
-    n = _swap_times(s, job, "TensorFlow", versions[1:], "20 sample records", before=n)
+    holding = _TensorFlowProcesses(job.proc.pid)
+    try:
+        n = _swap_times(s, job, "TensorFlow, cold (a PMML job's first)", versions[:1], "20 sample records", before=n)
+        n = _swap_times(s, job, "TensorFlow", versions[1:], "20 sample records", before=n)
+    finally:
+        holding.stop()
+    # An admission waits for a batch that scores TensorFlow (and a ping skips it): one Python
+    # worker per executor (local mode: one) scores and admits, never two at once, so one process
+    # holds TensorFlow and the models (~700 MB), through 11 swaps while records stream.
+    assert holding.most == 1, f"{holding.most} processes held TensorFlow at once"
 
     last = versions[-1]
     (checked,) = _serving(job)["verification"]["sets"]
@@ -403,9 +439,6 @@ def test_tensorflow_swap_times_and_sample_verification(serving, demo_models):
     job.wait_records(n + m)
     after = [o for o in s.outputs(expect=n + m) if int(o["key"].split("-")[1]) >= 2 * 10**6]
     assert len(after) == m and {(o["model"]["name"], o["model"]["version"]) for o in after} == {(last.name, last.version)}
-    # One Python worker per executor (local mode: one) admits each model, as one scores a batch's
-    # rows: a second would hold TensorFlow and the models too (~700 MB). (An admission while a
-    # batch is scoring takes another worker, so the job's tree may hold two here.)
     admissions = re.findall(r"in (\d+) worker\(s\)", job.log_path.read_text())
     assert len(admissions) == len(versions) and set(admissions) == {"1"}, admissions
     assert job.stop() == 0
