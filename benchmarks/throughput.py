@@ -204,6 +204,13 @@ def report(args, r: dict) -> None:
         goals.append(("scorestream PMML >= 1.0x (K)", f"{x:.2f}x", x >= 1, wins))
     if tf and pmml:
         goals.append(("scorestream TF >= 40% of scorestream PMML", f"{tf['steady'] / pmml['steady']:.0%}", tf["steady"] >= 0.4 * pmml["steady"], ""))
+    warming = [(label, v["slices"]) for label, key, v in rows if v and v.get("slices")]
+    if warming:
+        print(f"\nrecords/s of each {args.per_batch:,} records written in turn (the first from the first one written; "
+              f"steady = all but the first):")
+        for label, slices in warming:
+            print(f"  {label:46}" + "".join(f"{x:>9,.0f}" for x in slices))
+
     lat = ok.get("pmml-latency")
     if lat:
         limit = 2 * serving.duration_seconds(serving.default_trigger()) * 1000 + 100

@@ -113,7 +113,9 @@ def rates(append_ms: list[int], started: float, skip: int) -> dict:
 
     with_startup: all records over the time from the peer's start (wall clock) to the last one
     written. steady: the records after the first `skip` (one micro-batch's worth) over the time
-    from when the `skip`-th was written to the last.
+    from when the `skip`-th was written to the last. slices: the rate of each `skip` records in
+    turn, from when the slice before it ended (the first: from the first record written), which
+    shows how fast each peer warms up.
     """
     ts = sorted(append_ms)
     n = len(ts)
@@ -121,5 +123,8 @@ def rates(append_ms: list[int], started: float, skip: int) -> dict:
     steady = float("nan")
     if 0 < skip < n and ts[-1] > ts[skip - 1]:
         steady = (n - skip) / (last - ts[skip - 1] / 1000)
+    ends = [ts[0]] + [ts[min(i, n) - 1] for i in range(skip, n + skip, skip)] if skip > 0 else []
+    slices = [(min(i * skip + skip, n) - i * skip) * 1000 / (b - a) if b > a else float("inf")
+              for i, (a, b) in enumerate(zip(ends, ends[1:]))]
     return {"records": n, "steady": steady, "with_startup": n / (last - started),
-            "first_written_s": ts[0] / 1000 - started, "last_written_s": last - started}
+            "first_written_s": ts[0] / 1000 - started, "last_written_s": last - started, "slices": slices}
