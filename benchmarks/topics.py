@@ -123,8 +123,10 @@ def rates(append_ms: list[int], started: float, skip: int) -> dict:
     steady = float("nan")
     if 0 < skip < n and ts[-1] > ts[skip - 1]:
         steady = (n - skip) / (last - ts[skip - 1] / 1000)
-    ends = [ts[0]] + [ts[min(i, n) - 1] for i in range(skip, n + skip, skip)] if skip > 0 else []
-    slices = [(min(i * skip + skip, n) - i * skip) * 1000 / (b - a) if b > a else float("inf")
-              for i, (a, b) in enumerate(zip(ends, ends[1:]))]
+    slices, since = [], ts[0]
+    for start in range(0, n, skip) if skip > 0 else ():
+        end = min(start + skip, n)
+        slices.append((end - start) * 1000 / (ts[end - 1] - since) if ts[end - 1] > since else float("inf"))
+        since = ts[end - 1]
     return {"records": n, "steady": steady, "with_startup": n / (last - started),
             "first_written_s": ts[0] / 1000 - started, "last_written_s": last - started, "slices": slices}

@@ -297,7 +297,7 @@ class _TensorFlowProcesses:
 
     def _run(self, root: int, every: float) -> None:
         while not self._stop.wait(every):
-            holding = [pid for pid in process_tree(root) if _holds_tensorflow(pid)]
+            holding = _tensorflow_pids(root)
             if len(holding) > self.most:
                 self.most, self.seen = len(holding), [_describe(pid) for pid in holding]
 
@@ -313,6 +313,11 @@ def _describe(pid: int) -> str:
         return f"pid {pid} ppid {stat[1]} state {stat[0]} rss {int(stat[21]) * 4 // 1024} MB start {stat[19]}: {cmd}"
     except OSError:
         return f"pid {pid} gone"
+
+
+def _tensorflow_pids(root: int) -> list[int]:
+    """The processes of ``root``'s tree that have TensorFlow loaded now."""
+    return [pid for pid in process_tree(root) if _holds_tensorflow(pid)]
 
 
 def _holds_tensorflow(pid: int) -> bool:
@@ -441,7 +446,7 @@ def test_tensorflow_swap_times_and_sample_verification(serving, demo_models):
     # "Model admission"), a bound this job does not hold yet.
     samples = []
     for _ in range(5):
-        samples.append(sum(map(_holds_tensorflow, process_tree(job.proc.pid))))
+        samples.append(len(_tensorflow_pids(job.proc.pid)))
         time.sleep(0.4)
     print(f"processes holding TensorFlow: at most {holding.most} at once through the swaps"
           + ("" if holding.most == 1 else f" ({'; '.join(holding.seen)})") + f", {min(samples)} after them")
