@@ -43,6 +43,9 @@ def session_conf(config: JobConfig) -> dict[str, str]:
         "spark.app.name": f"scorestream-{config.namespace}-{config.name}",
         "spark.jars": ",".join(str(p) for p in jvm.spark_jars()),
         "spark.ui.enabled": "false",
+        # Spark draws a progress bar with carriage returns for PySpark applications: in a log (a
+        # pod's, the job's file) every redraw is one more line of noise between the job's own.
+        "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "2",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         # No byte bound on the Arrow batches sent to Python (rows stay bounded by maxRecordsPerBatch,

@@ -93,3 +93,6 @@ def test_sigterm_finishes_the_batch_and_commits(serving):
     assert again.stop() == 0
     assert set(seen) == expected_positions(s, n)
     assert sum(c - 1 for c in seen.values()) == 0, "a graceful stop leaves nothing to redo"
+    log = again.log_path.read_text(errors="replace")
+    assert "INFO scorestream.runtime: batch" in log
+    assert "[Stage " not in log, "Spark's console progress bar is drawn into the job's log"
