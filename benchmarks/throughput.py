@@ -21,9 +21,11 @@ Rates from the broker's append times of each peer's output. Steady state: the re
 first `--per-batch` (scorestream's first micro-batch, which pays for start-up and JIT; the same
 count for K) over their time. Incl. start-up: all records over the time from the peer's process
 start to the last one written. CPU per record over the steady state: every process of the peer
-(the job's Python driver, its JVM and Python workers; the Kafka Streams JVM), and the share of it in
-the JVM's JIT compiler threads (benchmarks/cpu.py); the broker's CPU is in neither. Nothing is
-asserted: the goals are printed with the figures.
+(the job's Python driver, its JVM and Python workers; the Kafka Streams JVM), the share of it in
+the JVM's JIT compiler threads, and the microseconds of each kind of thread: JIT, records (the
+threads that score them), the micro-batch driver, Kafka's client I/O threads, GC
+(benchmarks/cpu.py); the broker's CPU is in neither. Nothing is asserted: the goals are printed
+with the figures.
 """
 
 from __future__ import annotations
@@ -87,8 +89,10 @@ def throughput(bootstrap: str, name: str, descriptor, n: int, skip: int, make_pe
     rates = {**kafka.rates([m.timestamp for m in out], peer.started, skip), "dead_letters": n - len(out)}
     if steady and n > steady[0][0]:
         window = used - steady[0][1]
-        rates["cpu_us"] = window.total / (n - steady[0][0]) * 1e6
+        per_record = 1e6 / (n - steady[0][0])
+        rates["cpu_us"] = window.total * per_record
         rates["jit_share"] = window.jit / window.total if window.total else 0.0
+        rates["cpu_kinds"] = {k: v * per_record for k, v in window.by_kind().items()}
     return rates, out
 
 
@@ -252,7 +256,9 @@ def _notes(v: dict) -> str:
         return ""
     notes = [f"output from {v['first_written_s']:.1f}s to {v['last_written_s']:.1f}s after start"]
     if "cpu_us" in v:
-        notes.append(f"steady: {v['cpu_us']:.1f} us CPU per record, {v['jit_share']:.0%} of it JIT compiling")
+        kinds = sorted(v["cpu_kinds"].items(), key=lambda kv: -kv[1])
+        notes.append(f"steady: {v['cpu_us']:.1f} us CPU per record, {v['jit_share']:.0%} of it JIT compiling "
+                     f"({', '.join(f'{k} {us:.1f}' for k, us in kinds if us >= 0.05)})")
     if v.get("dead_letters"):
         notes.append(f"{v['dead_letters']:,} dead letters")
     if v.get("agreement"):
