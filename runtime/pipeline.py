@@ -26,14 +26,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from scorestream.api.scoring import BatchCounts, RoutingTable, latency_bounds_nanos
-
-HEADERS_TYPE = "array<struct<key:string,value:binary>>"
-# What the scorer needs of a Kafka record, besides the routing table it was registered with.
-SOURCE_COLUMNS = ("key", "value", "topic", "partition", "offset", "ts")
 
 
 class BatchScorer:
@@ -52,23 +48,23 @@ class BatchScorer:
         self.python_workers = threading.Lock()
         jvm = spark.sparkContext._jvm
         self._scorer = jvm.dev.scorestream.jvm.Scorer
-        # Names and result schema as the JVM defines them (Scorer.RESULT_DDL is the contract).
-        self.score_udf, self.finish_udf = self._scorer.SCORE_UDF, self._scorer.FINISH_UDF
+        self._batch = None  # this batch's JVM scorer (Scorer.forBatch): batches run one at a time
+        # The result schema as the JVM defines it (Scorer.RESULT_DDL is the contract).
         self.result_ddl = self._scorer.resultDdl()
         self._counts = jvm.dev.scorestream.jvm.BatchCounts(latency_bounds_nanos())
         spark.sparkContext._jsc.sc().register(self._counts, "scorestream.batch")
 
     def score(self, batch: DataFrame, batch_id: int, table: RoutingTable) -> DataFrame:
         """The batch's records with the scorer's result ``r`` (``Scorer.RESULT_DDL``), counted
-        into a fresh ``counts()`` when an action runs."""
+        into a fresh ``counts()`` when an action runs. The JVM builds the plan (``Scorer.score``)."""
         self._counts.reset()
-        # The batch's session: a streaming query runs on a clone of the one that started it.
-        self._scorer.register(batch.sparkSession._jsparkSession,
-                              table.model_copy(update={"batchId": batch_id}).model_dump_json(), self._counts)
-        return batch.select(
-            "key", "value", "headers", "topic", "partition", "offset",
-            F.unix_millis("timestamp").alias("ts"),
-        ).select("*", F.call_function(self.score_udf, *map(F.col, SOURCE_COLUMNS)).alias("r"))
+        self._batch = self._scorer.forBatch(table.model_copy(update={"batchId": batch_id}).model_dump_json(), self._counts)
+        return DataFrame(self._batch.score(batch._jdf), batch.sparkSession)
+
+    def finish(self) -> Column:
+        """``ss_finish`` of the batch last scored, over the columns ``Scorer.FINISH_COLUMNS`` names:
+        rows TensorFlow scored, written up by the JVM as it writes up its own."""
+        return Column(self._batch.finish())
 
     def counts(self) -> BatchCounts:
         return BatchCounts.model_validate_json(self._counts.value())
@@ -108,7 +104,7 @@ class BatchScorer:
             *(done if carry_done else []),
         )
         scored_rows = rows.coalesce(max(1, self.executors())).mapInArrow(tensorflow_stage(tf_files), rows.schema)
-        finish = F.call_function(self.finish_udf, *map(F.col, ("key", "topic", "partition", "offset", "ts", "dataType", "primary", "shadow")))
+        finish = self.finish()
         if not carry_done:
             return scored_rows.select("key", "value", "headers", finish.alias("r"))
         # ss_finish runs once per pending row (it counts): computed in one column, then read.
@@ -122,16 +118,8 @@ class BatchScorer:
         ).alias("r"))
 
     def _write(self, scored: DataFrame) -> None:
-        """Spark's Kafka sink: each row to the topic the scorer chose; a dead letter keeps its
-        value and its own headers and gains the scorer's."""
-        r = F.col("r")
-        own = F.coalesce(F.col("headers"), F.array().cast(HEADERS_TYPE))
-        scored.select(
-            r.topic.alias("topic"),
-            F.col("key"),
-            F.coalesce(r.value, F.col("value")).alias("value"),
-            F.when(r.deadHeaders.isNotNull(), F.concat(own, r.deadHeaders)).alias("headers"),
-        ).write.format("kafka").options(**self.sink_options).save()
+        """Spark's Kafka sink, each row to the topic the scorer chose (``Scorer.write``)."""
+        self._scorer.write(scored._jdf, self.sink_options)
 
 
 SLOTS = ("primary", "shadow")

@@ -96,3 +96,4 @@ def test_sigterm_finishes_the_batch_and_commits(serving):
     log = again.log_path.read_text(errors="replace")
     assert "INFO scorestream.runtime: batch" in log
     assert "[Stage " not in log, "Spark's console progress bar is drawn into the job's log"
+    assert "replaced a previously registered function" not in log, "a warning every batch"

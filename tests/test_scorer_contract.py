@@ -155,8 +155,7 @@ def test_tensorflow_rows_come_back_pending_and_are_finished_in_the_jvm(spark, sc
             columns[i] = fill_slot(columns[i], lambda route: Doubling())
             yield pa.RecordBatch.from_arrays(columns, schema=b.schema)
 
-    written = pending.mapInArrow(stage, pending.schema).select(F.call_function(scorer.finish_udf, *map(F.col, (
-        "key", "topic", "partition", "offset", "ts", "dataType", "primary", "shadow"))).alias("r")).collect()
+    written = pending.mapInArrow(stage, pending.schema).select(scorer.finish().alias("r")).collect()
     records = [json.loads(w.r.value) for w in written]
     assert {r["model"]["name"] for r in records} == {"keras"} and all(w.r.topic == "out" for w in written)
     assert scorer.counts().routes["keras:3"].n == 4

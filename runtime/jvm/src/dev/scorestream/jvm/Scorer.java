@@ -1,5 +1,7 @@
 package dev.scorestream.jvm;
 
+import static org.apache.spark.sql.functions.col;
+
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.File;
 import java.util.HashMap;
@@ -11,12 +13,12 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.zip.CRC32;
 import org.apache.spark.SparkFiles;
+import org.apache.spark.sql.Column;
+import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.SparkSession;
 import org.apache.spark.sql.api.java.UDF6;
 import org.apache.spark.sql.api.java.UDF8;
-import org.apache.spark.sql.expressions.UserDefinedFunction;
 import org.apache.spark.sql.functions;
 import org.apache.spark.sql.types.DataType;
 import org.pmml4s.model.Model;
@@ -24,9 +26,11 @@ import org.pmml4s.model.Model;
 /**
  * Decodes, routes, scores and writes up one record inside Spark's JVM.
  *
- * <p>{@code ss_score(key, value, topic, partition, offset, timestampMillis)} is registered once per
- * micro-batch with that batch's routing table (the driver fixes it when the batch starts, so every
- * partition sees the same model per dataType) and the batch's {@link BatchCounts}. For a PMML
+ * <p>{@code ss_score(key, value, topic, partition, offset, timestampMillis)} is made once per
+ * micro-batch ({@link #forBatch}) with that batch's routing table (the driver fixes it when the
+ * batch starts, so every partition sees the same model per dataType) and the batch's
+ * {@link BatchCounts}, and put in the batch's plan as a column, not in the session's function
+ * registry (replacing a function there every batch logged a warning every batch). For a PMML
  * model it returns what Spark's Kafka sink writes: the output topic and the prediction record, or
  * the dead-letter topic and the headers saying why. A record whose model is TensorFlow comes back
  * {@code pending}, with its features: Python scores those rows in Arrow batches, and
@@ -43,8 +47,11 @@ import org.pmml4s.model.Model;
 public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long, Long, Row> {
   private static final long serialVersionUID = 1L;
 
-  public static final String SCORE_UDF = "ss_score";
-  public static final String FINISH_UDF = "ss_finish";
+  /** What ss_score reads of a Kafka source row, in order ({@code ts}: its timestamp in epoch ms). */
+  static final String[] SOURCE_COLUMNS = {"key", "value", "topic", "partition", "offset", "ts"};
+  /** What ss_finish reads of a row back from TensorFlow, in order: where it came from, its slots. */
+  static final String[] FINISH_COLUMNS = {"key", "topic", "partition", "offset", "ts", "dataType", "primary", "shadow"};
+  private static final String HEADERS_DDL = "ARRAY<STRUCT<key: STRING, value: BINARY>>";
 
   /** What both UDFs return. {@code value} is null for a dead letter: it keeps the record's own. */
   public static final String RESULT_DDL =
@@ -66,15 +73,48 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
     this.counts = counts;
   }
 
-  /** Register this batch's {@code ss_score} and {@code ss_finish}; checks the table first. */
-  public static void register(SparkSession spark, String tableJson, BatchCounts counts) {
-    Table.of(tableJson); // a bad table fails here, on the driver, not in every task
-    Scorer scorer = new Scorer(tableJson, counts);
+  /** This batch's scorer; its routing table is checked here, on the driver, not in every task. */
+  public static Scorer forBatch(String tableJson, BatchCounts counts) {
+    Table.of(tableJson);
+    return new Scorer(tableJson, counts);
+  }
+
+  /**
+   * The batch's Kafka records, their timestamp as {@code ts} (epoch ms), and the scorer's result
+   * {@code r} ({@link #RESULT_DDL}). The plan is built here in one call from Python instead of a
+   * few dozen, each a round trip to this JVM while the batch waits.
+   */
+  public Dataset<Row> score(Dataset<Row> batch) {
+    Dataset<Row> rows = batch.select(col("key"), col("value"), col("headers"), col("topic"), col("partition"),
+        col("offset"), functions.unix_millis(col("timestamp")).as("ts"));
     // Non-deterministic: the optimizer must not evaluate it twice for one row (it counts).
-    UserDefinedFunction score = functions.udf(scorer, RESULT_TYPE).asNondeterministic();
-    UserDefinedFunction finish = functions.udf(scorer.new Finisher(), RESULT_TYPE).asNondeterministic();
-    spark.udf().register(SCORE_UDF, score);
-    spark.udf().register(FINISH_UDF, finish);
+    return rows.select(col("*"), functions.udf(this, RESULT_TYPE).asNondeterministic().apply(columns(SOURCE_COLUMNS)).as("r"));
+  }
+
+  /** {@code ss_finish} of this batch over {@link #FINISH_COLUMNS}: what TensorFlow scored, written up. */
+  public Column finish() {
+    return functions.udf(new Finisher(), RESULT_TYPE).asNondeterministic().apply(columns(FINISH_COLUMNS));
+  }
+
+  /**
+   * Spark's Kafka sink: each row to the topic the scorer chose; a dead letter keeps its value and
+   * its own headers and gains the scorer's.
+   */
+  public static void write(Dataset<Row> scored, Map<String, String> sinkOptions) {
+    Column r = col("r");
+    Column own = functions.coalesce(col("headers"), functions.array().cast(HEADERS_DDL));
+    scored.select(
+            r.getField("topic").as("topic"),
+            col("key"),
+            functions.coalesce(r.getField("value"), col("value")).as("value"),
+            functions.when(r.getField("deadHeaders").isNotNull(), functions.concat(own, r.getField("deadHeaders"))).as("headers"))
+        .write().format("kafka").options(sinkOptions).save();
+  }
+
+  private static Column[] columns(String[] names) {
+    Column[] c = new Column[names.length];
+    for (int i = 0; i < names.length; i++) c[i] = col(names[i]);
+    return c;
   }
 
   /** The result schema, for Python to read instead of restating it. */
