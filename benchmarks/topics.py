@@ -108,25 +108,32 @@ def read_all(bootstrap: str, topic: str) -> list[Message]:
         c.close()
 
 
-def rates(append_ms: list[int], started: float, skip: int) -> dict:
+def rates(append_ms: list[int], started: float, skip: int, cold: int | None = None) -> dict:
     """Records per second from the broker's append times of a peer's output.
 
-    with_startup: all records over the time from the peer's start (wall clock) to the last one
-    written. steady: the records after the first `skip` (one micro-batch's worth) over the time
-    from when the `skip`-th was written to the last. slices: the rate of each `skip` records in
-    turn, from when the slice before it ended (the first: from the first record written), which
-    shows how fast each peer warms up.
+    The first `cold` records (all, by default) are the run every peer makes from a cold start:
+    with_startup, all of them over the time from the peer's start (wall clock) to the last one
+    written; steady, the records after the first `skip` (one micro-batch's worth) over the time
+    from when the `skip`-th was written to the last. warm (when more than `cold` were written):
+    the last `cold` records over their time, the same count measured once the peer has run for
+    a while. slices: the rate of each `skip` records in turn, from when the slice before it ended
+    (the first: from the first record written), which shows how fast each peer warms up.
     """
     ts = sorted(append_ms)
     n = len(ts)
-    last = ts[-1] / 1000
-    steady = float("nan")
-    if 0 < skip < n and ts[-1] > ts[skip - 1]:
-        steady = (n - skip) / (last - ts[skip - 1] / 1000)
+    cold = min(cold or n, n)
+
+    def rate(a: int, b: int) -> float:  # records a+1..b, from when the a-th was written
+        return (b - a) * 1000 / (ts[b - 1] - ts[a - 1]) if 0 < a < b and ts[b - 1] > ts[a - 1] else float("nan")
+
     slices, since = [], ts[0]
     for start in range(0, n, skip) if skip > 0 else ():
         end = min(start + skip, n)
         slices.append((end - start) * 1000 / (ts[end - 1] - since) if ts[end - 1] > since else float("inf"))
         since = ts[end - 1]
-    return {"records": n, "steady": steady, "with_startup": n / (last - started),
-            "first_written_s": ts[0] / 1000 - started, "last_written_s": last - started, "slices": slices}
+    out = {"records": cold, "steady": rate(skip, cold), "with_startup": cold / (ts[cold - 1] / 1000 - started),
+           "first_written_s": ts[0] / 1000 - started, "last_written_s": ts[cold - 1] / 1000 - started,
+           "slices": slices}
+    if n >= 2 * cold:
+        out["warm"], out["warm_after"] = rate(n - cold, n), n - cold
+    return out
