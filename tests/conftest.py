@@ -232,3 +232,21 @@ def pytest_terminal_summary(terminalreporter):
     if lines:
         terminalreporter.section("figures printed by the tests")
         terminalreporter.write_line("\n".join(lines))
+    _file_times(terminalreporter)
+
+
+def _file_times(terminalreporter, top: int = 12) -> None:
+    """Seconds per test file, set-up and teardown included: `--dist loadfile` gives each file to one
+    worker whole, so these, not single tests, decide how long the suite takes on 2 workers."""
+    seconds: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if hasattr(report, "duration") and hasattr(report, "nodeid"):
+                path = report.nodeid.split("::")[0]
+                seconds[path] = seconds.get(path, 0.0) + report.duration
+    if seconds:
+        terminalreporter.section("slowest test files")
+        for path, s in sorted(seconds.items(), key=lambda kv: -kv[1])[:top]:
+            terminalreporter.write_line(f"{s:8.1f} s  {path}")
+        terminalreporter.write_line(f"{sum(seconds.values()):8.1f} s  all {len(seconds)} files, "
+                                    f"over {terminalreporter.config.option.numprocesses or 1} worker(s)")
