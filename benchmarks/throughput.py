@@ -28,8 +28,8 @@ written. CPU per record over the steady and warm windows: every process of the p
 (the job's Python driver, its JVM and Python workers; the Kafka Streams JVM), the share of it in
 the JVM's JIT compiler threads, and the microseconds of each kind of thread: JIT, records (the
 threads that score them), the micro-batch driver, Kafka's client I/O threads, GC
-(benchmarks/cpu.py); the broker's CPU is in neither. Nothing is asserted: the goals are printed
-with the figures.
+(benchmarks/cpu.py); the broker's CPU per record over the same window is printed beside it (it
+shares the cores). Nothing is asserted: the goals are printed with the figures.
 """
 
 from __future__ import annotations
@@ -69,26 +69,33 @@ def parts(text: str) -> list[str]:
     return chosen
 
 
-def throughput(bootstrap: str, name: str, descriptor, n: int, skip: int, make_peer, timeout: float, warm_after: int = 0):
+def throughput(bootstrap: str, name: str, descriptor, n: int, skip: int, make_peer, timeout: float, warm_after: int = 0,
+               broker_pid: int | None = None):
     """One peer over the preloaded data topic: its rates, and its output messages. With `warm_after`,
-    the peer reads that many records more, and the last `n` of them are its warm window."""
+    the peer reads that many records more, and the last `n` of them are its warm window. The
+    broker's CPU over each window is sampled beside the peer's: it shares the cores."""
     t = {"data": DATA, "out": f"{name}-out", "dlq": f"{name}-dlq", "models": f"{name}-models"}
     kafka.make_topics(bootstrap, outputs=(t["out"],), **{t["dlq"]: 1, t["models"]: 1})
     feed.publish_model(bootstrap, t["models"], descriptor, to=None)
     total = n + warm_after
     peer = make_peer(t).start()
-    # (records written, CPU) when each window began and ended: steady [skip, n), warm [warm_after, total)
+
+    def broker_cpu() -> float:
+        return cpu.sample(broker_pid).total if broker_pid else float("nan")
+
+    # (records written, the peer's CPU, the broker's) when each window began and ended: steady
+    # [skip, n), warm [warm_after, total)
     marks = sorted({skip, n, *((warm_after,) if warm_after else ())})
     seen: dict[int, tuple] = {}
 
     def progress(done: int) -> None:
         for m in marks:
             if m not in seen and done >= m:
-                seen[m] = (done, cpu.sample(peer.pid))
+                seen[m] = (done, cpu.sample(peer.pid), broker_cpu())
 
     try:
         kafka.wait_written(bootstrap, [t["out"], t["dlq"]], total, timeout, peer.alive, name, progress)
-        seen[total] = (total, cpu.sample(peer.pid))
+        seen[total] = (total, cpu.sample(peer.pid), broker_cpu())
         seen.setdefault(n, seen[total])
     except Exception:
         print(peer.tail(), file=sys.stderr)
@@ -104,10 +111,12 @@ def throughput(bootstrap: str, name: str, descriptor, n: int, skip: int, make_pe
 
 
 def _cpu_per_record(begin: tuple, end: tuple) -> dict:
-    """Microseconds of CPU per record between two (records written, CPU) samples, and by kind."""
+    """Microseconds of CPU per record between two (records written, peer's CPU, broker's CPU)
+    samples: the peer's, by kind, and the broker's."""
     window, per_record = end[1] - begin[1], 1e6 / (end[0] - begin[0])
     return {"us": window.total * per_record, "jit_share": window.jit / window.total if window.total else 0.0,
-            "kinds": {k: v * per_record for k, v in window.by_kind().items()}}
+            "kinds": {k: v * per_record for k, v in window.by_kind().items()},
+            "broker_us": (end[2] - begin[2]) * per_record}
 
 
 def paced_latency(bootstrap: str, name: str, descriptor, peer, rate: float, args) -> dict:
@@ -155,13 +164,13 @@ def run(args) -> dict:
             return kstreams.PeerProcess(b, f"bench-{t['out']}", t, work / t["out"])
 
         def k_throughput():
-            rates, out = throughput(b, "k", tree, args.records, args.per_batch, k_peer, 600, args.warm_records)
+            rates, out = throughput(b, "k", tree, args.records, args.per_batch, k_peer, 600, args.warm_records, broker.pid)
             return {**rates, "agreement": baselines.pypmml_agreement(tree.data, out)}
 
         def job_throughput(name, descriptor, warm_after=0):
             rates, out = throughput(b, name, descriptor, args.records, args.per_batch,
                                     lambda t: serving.Job(b, name, t, work, per_batch=args.per_batch, trigger="100ms"), 900,
-                                    warm_after)
+                                    warm_after, broker.pid)
             return {**rates, "agreement": baselines.pypmml_agreement(tree.data, out) if descriptor is tree else None}
 
         part("K", k_throughput)
@@ -291,7 +300,7 @@ def _cpu_note(window: str, c: dict | None) -> str:
         return ""
     kinds = sorted(c["kinds"].items(), key=lambda kv: -kv[1])
     return (f"{window}: {c['us']:.1f} us CPU per record, {c['jit_share']:.0%} of it JIT compiling "
-            f"({', '.join(f'{k} {us:.1f}' for k, us in kinds if us >= 0.05)})")
+            f"({', '.join(f'{k} {us:.1f}' for k, us in kinds if us >= 0.05)}); the broker {c['broker_us']:.1f}")
 
 
 def main() -> None:
