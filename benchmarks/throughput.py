@@ -305,7 +305,7 @@ def _cpu_note(window: str, c: dict | None) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=300_000, help="records in the data topic (default 300,000)")
+    ap.add_argument("--records", type=int, default=300_000, help="records every peer reads, and each window measures (default 300,000)")
     ap.add_argument("--baseline-records", type=int, default=5_000, help="records for (a) (default 5,000)")
     ap.add_argument("--per-batch", type=int, default=50_000,
                     help="scorestream's maxOffsetsPerTrigger, and the records left out of the steady rate")

@@ -114,7 +114,7 @@ def rates(append_ms: list[int], started: float, skip: int, cold: int | None = No
     The first `cold` records (all, by default) are the run every peer makes from a cold start:
     with_startup, all of them over the time from the peer's start (wall clock) to the last one
     written; steady, the records after the first `skip` (one micro-batch's worth) over the time
-    from when the `skip`-th was written to the last. warm (when more than `cold` were written):
+    from when the `skip`-th was written to the last. warm (when twice `cold` or more were written):
     the last `cold` records over their time, the same count measured once the peer has run for
     a while. slices: the rate of each `skip` records in turn, from when the slice before it ended
     (the first: from the first record written), which shows how fast each peer warms up.
