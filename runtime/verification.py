@@ -506,7 +506,7 @@ def process_runner() -> RunVerifier:
 
     def run(request: str) -> str:
         # C1 only: this JVM lives a second or two, and C2's compiling never pays back in that time
-        # (the report's tree on its 1,599 records: 2.3 s a model with HotSpot's default, 1.6-1.75 s
+        # (the report's tree on its 1,599 records: 2.3 s a model with HotSpot's default, 1.6-1.8 s
         # and half the CPU with C1 only).
         res = subprocess.run([java, "-XX:TieredStopAtLevel=1", "-cp", cp, "dev.scorestream.jvm.Verifier"],
                              input=request, capture_output=True, text=True)
