@@ -226,7 +226,11 @@ class ControlPlane:
                     "--node-monitor-grace-period=10m", "--node-startup-grace-period=10m",
                     "--concurrent-statefulset-syncs=5", "--concurrent-gc-syncs=10")
         self._spawn("kube-scheduler", f"--kubeconfig={cfg}", "--leader-elect=false",
-                    "--bind-address=127.0.0.1", "--secure-port=0")
+                    "--bind-address=127.0.0.1", "--secure-port=0",
+                    # A pod set aside as unschedulable waits for an event that may make it fit; if
+                    # that event is missed (see the StorageClass below) it waits 5 minutes by
+                    # default, every test's timeout. Retried after 10 s (the scheduler looks every 30).
+                    "--pod-max-in-unschedulable-pods-duration=10s")
         self._spawn("kwok", f"--kubeconfig={cfg}", "--manage-all-nodes=false",
                     "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                     "--cidr=10.0.1.0/24", "--node-ip=127.0.0.1", "--server-address=127.0.0.1:0")
@@ -234,10 +238,14 @@ class ControlPlane:
         self._wait(lambda: _node_ready(self.get(f"/api/v1/nodes/{NODE}")), timeout, f"node {NODE} Ready")
         self._wait(lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default") is not None, timeout,
                    "the default ServiceAccount")
+        # WaitForFirstConsumer, as kind's default class: the scheduler places the pod, then waits
+        # for its volume before binding it. With Immediate it tried the pod before the claim was
+        # bound, set it aside as unschedulable, and once in a CI run missed the claim's binding:
+        # the pod stayed Pending for the test's whole minute.
         self.request("POST", "/apis/storage.k8s.io/v1/storageclasses", {
             "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
             "metadata": {"name": "standard", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
-            "provisioner": PROVISIONER, "reclaimPolicy": "Delete", "volumeBindingMode": "Immediate"})
+            "provisioner": PROVISIONER, "reclaimPolicy": "Delete", "volumeBindingMode": "WaitForFirstConsumer"})
         self._stopping = threading.Event()
         self._provisioner = threading.Thread(target=self._provision, name="test-provisioner", daemon=True)
         self._provisioner.start()

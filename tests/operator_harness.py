@@ -283,8 +283,10 @@ async def driver_pod(api, name="wine", ready=True, waiting=None, restarts=0, tim
         found = obj(api, "v1/pods", f"{name}-driver-0") or {}
         said = [f"{e['reason']}: {e.get('message', '')}" for e in api.request("GET", api.path("v1/events"))["items"]
                 if e.get("type") == "Warning"]
+        claims = {c["metadata"]["name"]: (c.get("status") or {}).get("phase")
+                  for c in api.request("GET", api.path("v1/persistentvolumeclaims"))["items"]}
         raise AssertionError(f"{e}; StatefulSet status {sts.get('status')}, pod status {found.get('status')}, "
-                             f"warnings {said[-5:]}") from None
+                             f"claims {claims}, warnings {said[-5:]}") from None
     if ready:
         return pod
     status = copy.deepcopy(pod["status"])
