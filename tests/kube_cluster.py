@@ -227,9 +227,9 @@ class ControlPlane:
                     "--concurrent-statefulset-syncs=5", "--concurrent-gc-syncs=10")
         self._spawn("kube-scheduler", f"--kubeconfig={cfg}", "--leader-elect=false",
                     "--bind-address=127.0.0.1", "--secure-port=0",
-                    # A pod set aside as unschedulable waits for an event that may make it fit; if
-                    # that event is missed (see the StorageClass below) it waits 5 minutes by
-                    # default, every test's timeout. Retried after 10 s (the scheduler looks every 30).
+                    # A pod set aside as unschedulable waits for an event that may make it fit, or
+                    # 5 minutes by default, past every test's timeout (see the StorageClass below).
+                    # Here 10 s (the scheduler looks every 30).
                     "--pod-max-in-unschedulable-pods-duration=10s")
         self._spawn("kwok", f"--kubeconfig={cfg}", "--manage-all-nodes=false",
                     "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
@@ -240,8 +240,8 @@ class ControlPlane:
                    "the default ServiceAccount")
         # WaitForFirstConsumer, as kind's default class: the scheduler places the pod, then waits
         # for its volume before binding it. With Immediate it tried the pod before the claim was
-        # bound, set it aside as unschedulable, and once in a CI run missed the claim's binding:
-        # the pod stayed Pending for the test's whole minute.
+        # bound and set it aside as unschedulable; in one CI run it did not try it again, and the
+        # pod stayed Pending for the test's whole minute.
         self.request("POST", "/apis/storage.k8s.io/v1/storageclasses", {
             "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
             "metadata": {"name": "standard", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
