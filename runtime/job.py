@@ -192,14 +192,18 @@ class ServingJob:
             self._stopping.wait(2.0)
         return False
 
-    def _start_query(self):
+    def _source(self):
+        """The data topic as a stream, through Spark's Kafka source."""
         c = self.config
-        reader = self.spark.readStream.format("kafka").options(
+        return self.spark.readStream.format("kafka").options(
             **kafka_options.source_options(c.kafka, naming.source_group_prefix(c.namespace, c.name)),
             startingOffsets=kafka_options.starting_offsets(c.kafka, c.data_group),
-        )
+        ).load()
+
+    def _start_query(self):
+        c = self.config
         return (
-            reader.load()
+            self._source()
             .writeStream.queryName(f"scorestream-{c.name}")
             .foreachBatch(self._batch)
             .option("checkpointLocation", c.checkpoint_location)

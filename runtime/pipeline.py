@@ -117,6 +117,10 @@ class BatchScorer:
             F.coalesce(fin.deadHeaders, F.col("doneHeaders")).alias("deadHeaders"),
         ).alias("r"))
 
+    def sink_rows(self, scored: DataFrame) -> DataFrame:
+        """What Spark's Kafka sink writes of scored rows (``Scorer.sinkRows``): topic, key, value, headers."""
+        return DataFrame(self._scorer.sinkRows(scored._jdf), scored.sparkSession)
+
     def _write(self, scored: DataFrame) -> None:
         """Spark's Kafka sink, each row to the topic the scorer chose (``Scorer.write``)."""
         self._scorer.write(scored._jdf, self.sink_options)

@@ -101,14 +101,18 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
    * its own headers and gains the scorer's.
    */
   public static void write(Dataset<Row> scored, Map<String, String> sinkOptions) {
+    sinkRows(scored).write().format("kafka").options(sinkOptions).save();
+  }
+
+  /** The columns of Spark's Kafka sink (topic, key, value, headers) from scored rows. */
+  public static Dataset<Row> sinkRows(Dataset<Row> scored) {
     Column r = col("r");
     Column own = functions.coalesce(col("headers"), functions.array().cast(HEADERS_DDL));
-    scored.select(
-            r.getField("topic").as("topic"),
-            col("key"),
-            functions.coalesce(r.getField("value"), col("value")).as("value"),
-            functions.when(r.getField("deadHeaders").isNotNull(), functions.concat(own, r.getField("deadHeaders"))).as("headers"))
-        .write().format("kafka").options(sinkOptions).save();
+    return scored.select(
+        r.getField("topic").as("topic"),
+        col("key"),
+        functions.coalesce(r.getField("value"), col("value")).as("value"),
+        functions.when(r.getField("deadHeaders").isNotNull(), functions.concat(own, r.getField("deadHeaders"))).as("headers"));
   }
 
   private static Column[] columns(String[] names) {
