@@ -21,7 +21,8 @@ class Job:
     """A serving job with the peer interface the measurements use: start, started, alive, stop."""
 
     def __init__(self, bootstrap: str, name: str, topics: dict[str, str], work: Path,
-                 per_batch: int | None = None, trigger: str | None = None):
+                 per_batch: int | None = None, trigger: str | None = None, realtime: bool = False):
+        """``realtime``: the job with its query in Spark's real-time mode (realtime_job.py), peer (R)."""
         kafka = {
             "bootstrapServers": bootstrap,
             "dataTopic": topics["data"],
@@ -47,8 +48,10 @@ class Job:
             "checkpointLocation": str(work / name / "checkpoint"),
             "workDir": str(work / name / "job"),
         })
-        self.trigger_seconds = duration_seconds(config.spark.trigger_interval)
-        self.process = JobProcess(config, work / name)
+        # A real-time query writes each record as it is scored: no trigger interval to wait for.
+        self.trigger_seconds = 0.0 if realtime else duration_seconds(config.spark.trigger_interval)
+        entry = (str(Path(__file__).with_name("realtime_job.py")),) if realtime else ("-m", "scorestream.runtime")
+        self.process = JobProcess(config, work / name, entry=entry)
         self.started = 0.0
 
     def start(self) -> "Job":

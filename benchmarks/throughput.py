@@ -11,7 +11,9 @@ that every peer reads; the demo's decision tree (PMML) for every PMML peer. Part
                 model in a global store (kstreams_peer/, compiled and cached on first use)
   pmml, tf      scorestream's serving job (Spark local[2]) with the tree, and with the demo's
                 Keras SavedModel
-  K-latency, pmml-latency (or: latency)
+  R             not the product: the same job with its query in Spark's real-time mode instead of
+                micro-batches (realtime_job.py: the tree fixed at start, PMML only)
+  K-latency, pmml-latency, R-latency (or: latency)
                 p50/p99 from a record's CreateTime to its prediction's LogAppendTime, produced at a
                 steady pace of half scorestream's PMML rate (or `--latency-rate`); scorestream with
                 the job config's default trigger interval
@@ -19,7 +21,7 @@ that every peer reads; the demo's decision tree (PMML) for every PMML peer. Part
                 decode + PMML4S + prediction record, in one warm JVM (counting/)
 Rates from the broker's append times of each peer's output. Steady state: the records after the
 first `--per-batch` (scorestream's first micro-batch, which pays for start-up and JIT; the same
-count for K) over their time. Warm: (K) and scorestream PMML read `--warm-records` more, and the
+count for K and R) over their time. Warm: (K), scorestream PMML and (R) read `--warm-records` more, and the
 last `--records` of all they read are measured again: the steady state of a peer that has been
 running for a while, which a 300,000-record run on 2 cores never reaches (HotSpot still compiles
 Spark's per-batch code, its planner and task serialization, when such a run ends). Incl.
@@ -54,8 +56,8 @@ from scorestream import jars
 from scorestream.demo import feed, models
 from scorestream.demo.broker import EmbeddedBroker
 
-PARTS = ("raw", "a", "K", "pmml", "tf", "K-latency", "pmml-latency", "counting")
-ALIASES = {"latency": ("K-latency", "pmml-latency"), "all": PARTS}
+PARTS = ("raw", "a", "K", "pmml", "tf", "R", "K-latency", "pmml-latency", "R-latency", "counting")
+ALIASES = {"latency": ("K-latency", "pmml-latency", "R-latency"), "all": PARTS}
 DATA = "bench-in"
 
 
@@ -154,7 +156,7 @@ def run(args) -> dict:
                 traceback.print_exc()
                 r[name] = e
 
-        if any(p in args.only for p in ("raw", "a", "K", "pmml", "tf")):
+        if any(p in args.only for p in ("raw", "a", "K", "pmml", "tf", "R")):
             kafka.make_topics(b, DATA)
             kafka.preload(b, DATA, args.records + args.warm_records)
         part("raw", lambda: (baselines.raw_rate(b, DATA, args.records, 1), baselines.raw_rate(b, DATA, args.records, 2)))
@@ -167,9 +169,12 @@ def run(args) -> dict:
             rates, out = throughput(b, "k", tree, args.records, args.per_batch, k_peer, 600, args.warm_records, broker.pid)
             return {**rates, "agreement": baselines.pypmml_agreement(tree.data, out)}
 
-        def job_throughput(name, descriptor, warm_after=0):
+        def job_throughput(name, descriptor, warm_after=0, realtime=False):
+            # A real-time query takes no maxOffsetsPerTrigger: its batches are checkpoint intervals.
+            per_batch = None if realtime else args.per_batch
             rates, out = throughput(b, name, descriptor, args.records, args.per_batch,
-                                    lambda t: serving.Job(b, name, t, work, per_batch=args.per_batch, trigger="100ms"), 900,
+                                    lambda t: serving.Job(b, name, t, work, per_batch=per_batch, trigger="100ms",
+                                                          realtime=realtime), 900,
                                     warm_after, broker.pid)
             return {**rates, "agreement": baselines.pypmml_agreement(tree.data, out) if descriptor is tree else None}
 
@@ -177,12 +182,15 @@ def run(args) -> dict:
         part("pmml", lambda: job_throughput("pmml", tree, args.warm_records))
         part("tf", lambda: job_throughput(
             "tf", models.descriptor("keras", "1", "tensorflow", models.keras_savedmodel_zip(rows, epochs=3))))
+        part("R", lambda: job_throughput("rt", tree, args.warm_records, realtime=True))
 
         rate, basis = latency_rate(args, r)
         r["latency_rate"] = (rate, basis)
         part("K-latency", lambda: paced_latency(b, "lat-k", tree, k_peer, rate, args))
         # The job configuration's own trigger interval: none is set here.
         part("pmml-latency", lambda: paced_latency(b, "lat-pmml", tree, lambda t: serving.Job(b, "lat-pmml", t, work), rate, args))
+        part("R-latency", lambda: paced_latency(b, "lat-rt", tree, lambda t: serving.Job(b, "lat-rt", t, work, realtime=True),
+                                                rate, args))
     part("counting", counting.measure)
     return r
 
@@ -204,7 +212,7 @@ def report(args, r: dict) -> None:
     if r["load"] > 1.0:
         print("  (other work was running: every figure is lower, and the ratios noisier, than on an idle machine)")
     raw1, raw2 = ok.get("raw", (None, None))
-    per_record, k, pmml, tf = ok.get("a"), ok.get("K"), ok.get("pmml"), ok.get("tf")
+    per_record, k, pmml, tf, rt = ok.get("a"), ok.get("K"), ok.get("pmml"), ok.get("tf"), ok.get("R")
     rows = [
         ("(raw) confluent-kafka consume+produce, 1 proc", "raw", raw1 and {"steady": raw1}),
         ("(raw) confluent-kafka consume+produce, 2 procs", "raw", raw2 and {"steady": raw2}),
@@ -212,6 +220,7 @@ def report(args, r: dict) -> None:
         ("(K) Kafka Streams + PMML4S, 2 threads", "K", k),
         ("scorestream PMML", "pmml", pmml),
         ("scorestream TensorFlow", "tf", tf),
+        ("(R) the job in real-time mode, not the product", "R", rt),
     ]
     if any(key in r for _, key, _ in rows):
         print(f"{'records/s':>62}{'incl. start-up':>16}")
@@ -254,15 +263,25 @@ def report(args, r: dict) -> None:
         print(f"\ngoals (throughput: steady state{warm}):")
         for text, value, met, extra in goals:
             print(f"  {text:48}{value:>9}   {'met' if met else 'NOT met'}{extra}")
+    if rt:
+        print("\nnot the product: (R), the same job with its query in Spark's real-time mode (realtime_job.py):")
+        for rate, label in (("steady", "steady"), ("warm", "warm")):
+            against = [f"{rt[rate] / v[rate]:.2f}x {name}" for name, v in (("(K)", k), ("scorestream PMML", pmml))
+                       if v and rate in v and rate in rt]
+            if raw1 and rate in rt:
+                against.append(f"{rt[rate] / raw1:.0%} of (raw, 1 proc)")
+            if against:
+                print(f"  {label:8}" + ", ".join(against))
     if per_record and (pmml or tf or k):
         print("  against (a): " + ", ".join(f"{label} x{v['steady'] / per_record:,.0f}"
                                             for label, v in (("scorestream PMML", pmml), ("TF", tf), ("(K)", k)) if v))
 
-    if "K-latency" in r or "pmml-latency" in r:
+    if any(key in r for key in ("K-latency", "pmml-latency", "R-latency")):
         rate, basis = r["latency_rate"]
         print(f"\nlatency, record CreateTime -> prediction LogAppendTime, at {rate:,.0f} rec/s ({basis}), "
               f"{args.latency_seconds:.0f}s after a warm-up:")
-        for key, label in (("K-latency", "(K)"), ("pmml-latency", f"scorestream PMML, trigger {serving.default_trigger()}")):
+        for key, label in (("K-latency", "(K)"), ("pmml-latency", f"scorestream PMML, trigger {serving.default_trigger()}"),
+                           ("R-latency", "(R) real-time mode, not the product")):
             if key in failed:
                 print(f"  {label:40}failed: {failed[key]}")
             elif key in ok:
@@ -310,7 +329,7 @@ def main() -> None:
     ap.add_argument("--per-batch", type=int, default=50_000,
                     help="scorestream's maxOffsetsPerTrigger, and the records left out of the steady rate")
     ap.add_argument("--warm-records", type=int, default=600_000,
-                    help="records (K) and scorestream PMML read before their warm window: the same count as "
+                    help="records (K), scorestream PMML and (R) read before their warm window: the same count as "
                          "--records, read again once the JIT has had time (default 600,000; 0: no warm window)")
     ap.add_argument("--only", type=parts, default=list(PARTS), help=f"comma-separated: {','.join(PARTS)},latency")
     ap.add_argument("--latency-rate", type=float, help="records/s for the latency runs (default: half scorestream's PMML rate)")
