@@ -96,15 +96,15 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
     return functions.udf(new Finisher(), RESULT_TYPE).asNondeterministic().apply(columns(FINISH_COLUMNS));
   }
 
-  /**
-   * Spark's Kafka sink: each row to the topic the scorer chose; a dead letter keeps its value and
-   * its own headers and gains the scorer's.
-   */
+  /** Spark's Kafka sink, a batch write of {@link #sinkRows}. */
   public static void write(Dataset<Row> scored, Map<String, String> sinkOptions) {
     sinkRows(scored).write().format("kafka").options(sinkOptions).save();
   }
 
-  /** The columns of Spark's Kafka sink (topic, key, value, headers) from scored rows. */
+  /**
+   * What Spark's Kafka sink writes of scored rows: each row to the topic the scorer chose; a dead
+   * letter keeps its value and its own headers and gains the scorer's.
+   */
   public static Dataset<Row> sinkRows(Dataset<Row> scored) {
     Column r = col("r");
     Column own = functions.coalesce(col("headers"), functions.array().cast(HEADERS_DDL));
