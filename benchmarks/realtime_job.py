@@ -8,10 +8,10 @@ every batch and keeps both cores idle at the barrier between batches; a real-tim
 long task per partition through a batch of ``--batch`` (a checkpoint interval, not a latency
 bound) and writes each record as it is scored.
 
-What the product would have to solve before it runs this way (README, Figures): the routing table
-is fixed at query start here (no hot swap, canary or shadow change), the statistics are not read
-back, only PMML (real-time mode runs no Python), ``maxOffsetsPerTrigger`` does not apply, a stop
-mid-batch redoes that batch, and every partition needs its own task slot.
+What the product would have to solve before it runs this way (README, design note 25): the
+routing table is fixed at query start here (no hot swap, canary or shadow change), the statistics
+are not read back, only PMML (real-time mode runs no Python), ``maxOffsetsPerTrigger`` does not
+apply, a stop mid-batch redoes that batch, and every partition needs its own task slot.
 
     python benchmarks/realtime_job.py --config job.json [--batch "5 seconds"]
 """
@@ -31,7 +31,9 @@ BATCH = "5 seconds"
 
 
 class RealTimeJob(job.ServingJob):
-    batch = BATCH
+    def __init__(self, config, batch: str = BATCH):
+        super().__init__(config)
+        self.batch = batch
 
     def _start_query(self):
         c = self.config
@@ -58,9 +60,7 @@ def main() -> int:
     if config.kafka.max_offsets_per_trigger:
         ap.error("maxOffsetsPerTrigger: real-time queries take none")
     Path(config.work_dir).mkdir(parents=True, exist_ok=True)
-    peer = RealTimeJob(config)
-    peer.batch = args.batch
-    return peer.run()
+    return RealTimeJob(config, args.batch).run()
 
 
 if __name__ == "__main__":

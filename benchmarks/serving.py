@@ -9,7 +9,7 @@ from pathlib import Path
 from scorestream.config import JobConfig, SparkConfig, duration_seconds
 from scorestream.demo import feed
 from scorestream.demo.broker import free_port
-from scorestream.demo.process import JobProcess
+from scorestream.demo.process import RUNTIME, JobProcess
 
 
 def default_trigger() -> str:
@@ -50,7 +50,7 @@ class Job:
         })
         # A real-time query writes each record as it is scored: no trigger interval to wait for.
         self.trigger_seconds = 0.0 if realtime else duration_seconds(config.spark.trigger_interval)
-        entry = (str(Path(__file__).with_name("realtime_job.py")),) if realtime else ("-m", "scorestream.runtime")
+        entry = (str(Path(__file__).with_name("realtime_job.py")),) if realtime else RUNTIME
         self.process = JobProcess(config, work / name, entry=entry)
         self.started = 0.0
 

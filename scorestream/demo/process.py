@@ -15,11 +15,15 @@ from pathlib import Path
 from scorestream.config import JobConfig
 
 
+# The serving job's entry point (what a pod runs), as the interpreter's arguments.
+RUNTIME = ("-m", "scorestream.runtime")
+
+
 class JobProcess:
     """``python -m scorestream.runtime`` in its own process group, so nothing outlives it."""
 
     def __init__(self, config: JobConfig, workdir: Path, log_name: str = "job.log",
-                 entry: tuple[str, ...] = ("-m", "scorestream.runtime")):
+                 entry: tuple[str, ...] = RUNTIME):
         """``entry``: what the interpreter runs, given ``--config``."""
         self.config = config
         self.entry = entry
