@@ -16,10 +16,13 @@ from pydantic import Field, field_validator, model_validator
 from scorestream.config import (
     _K8S_NAME,
     DURATION_PATTERN,
+    REAL_TIME_NO_MAX_OFFSETS,
+    REAL_TIME_PMML_ONLY,
     InputConfig,
     KafkaTopics,
     SparkTrigger,
     Strict,
+    check_real_time_offsets,
     duration_seconds,
 )
 
@@ -365,7 +368,11 @@ class ModelServingSpec(Strict):
 
     model_config = Strict.model_config | {"json_schema_extra": _rules(
         ("self.dataType == oldSelf.dataType",
-         "dataType is immutable: it keys the model messages this job serves"))}
+         "dataType is immutable: it keys the model messages this job serves"),
+        ("!has(self.spark.trigger) || self.spark.trigger != 'realTime' || !has(self.kafka.maxOffsetsPerTrigger)",
+         REAL_TIME_NO_MAX_OFFSETS),
+        ("!has(self.spark.trigger) || self.spark.trigger != 'realTime' || !has(self.model) || self.model.format == 'pmml'",
+         REAL_TIME_PMML_ONLY))}
 
     data_type: str = Field(alias="dataType", pattern=_DATA_TYPE)
     """The routing key: records whose dataType field has this value are scored by this resource's
@@ -409,6 +416,13 @@ class ModelServingSpec(Strict):
     def _upgrade_timeout(cls, v: str) -> str:
         duration_seconds(v)
         return v
+
+    @model_validator(mode="after")
+    def _real_time(self) -> "ModelServingSpec":
+        check_real_time_offsets(self.spark, self.kafka)
+        if self.spark.real_time and self.model is not None and self.model.format != "pmml":
+            raise ValueError(REAL_TIME_PMML_ONLY)
+        return self
 
 
 # --- status -------------------------------------------------------------------------------------

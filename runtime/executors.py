@@ -4,8 +4,8 @@ Spark's cluster managers with an ExecutorAllocationClient (standalone, Kubernete
 remove executors of a running application; the streaming query keeps running and the next
 micro-batch spreads over the executors it finds. Executors are removed only between micro-batches
 (the batch lock is held), so no task of a batch dies with its executor and nothing is written
-twice. Local mode has no executors to change: `live` is False, and the operator restarts the job
-from its checkpoint instead.
+twice. Local mode has no executors to change, nor has a real-time query a moment between batches
+to remove one: `live` is False, and the operator restarts the job from its checkpoint instead.
 
 A request only records the total; one thread applies it. Applying may wait for a micro-batch to
 end and for the cluster manager's answer, and neither the HTTP endpoint the operator calls nor
@@ -24,9 +24,14 @@ log = logging.getLogger(__name__)
 
 
 class ExecutorControl:
-    def __init__(self, spark, master: str, batch_lock: threading.Lock):
+    def __init__(self, spark, master: str, batch_lock: threading.Lock, real_time: bool = False):
         self.spark = spark
-        self.live = not master.startswith("local")
+        # A real-time query's tasks hold their executors for whole batches: there is no moment
+        # between batches to remove one, and one removed mid-batch would redo its records.
+        cluster = not master.startswith("local")
+        self.live = cluster and not real_time
+        self._fixed = "local mode has no executors to change" if not cluster else \
+            "a real-time query holds its executors through every batch: the job restarts to change them"
         self.batch_lock = batch_lock
         self.target: int | None = None
         self.requested_at: float | None = None
@@ -37,7 +42,7 @@ class ExecutorControl:
         self._killed: set[str] = set()
         self._wake = threading.Event()
         self._closed = False
-        self._jvm = spark.sparkContext._jvm.dev.scorestream.jvm.Executors if self.live else None
+        self._jvm = spark.sparkContext._jvm.dev.scorestream.jvm.Executors if cluster else None
         if self.live:
             threading.Thread(target=self._apply_loop, name="executor-control", daemon=True).start()
 
@@ -46,7 +51,7 @@ class ExecutorControl:
 
     def ids(self) -> list[str]:
         """The executors registered and not asked to go."""
-        if not self.live:
+        if self._jvm is None:
             return ["driver"]
         listed = list(self._jvm.ids(self._sc()))
         self._killed &= set(listed)  # gone for good: forget them
@@ -62,7 +67,7 @@ class ExecutorControl:
         if total < 0:
             raise ValueError("an executor total cannot be negative")
         if not self.live:
-            return ScaleAnswer(**dict(self.describe()), accepted=False, reason="local mode has no executors to change")
+            return ScaleAnswer(**dict(self.describe()), accepted=False, reason=self._fixed)
         self.target, self.requested_at = total, time.time()
         self._wake.set()
         return ScaleAnswer(**dict(self.describe()), accepted=True)

@@ -3,7 +3,8 @@
 The driver owns the models (restored from the models topic, followed while running) and fixes
 one model per dataType at the start of each micro-batch. Progress is checkpointed; after each
 batch the data group's offsets are committed so that lag shows in ordinary Kafka tools.
-SIGTERM stops after the current batch.
+SIGTERM stops after the current batch. With ``spark.trigger: realTime`` the query runs in Spark's
+real-time mode instead, and ``runtime.realtime`` keeps the same promises there.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from scorestream.api.job_http import Readiness
 from scorestream.api.scoring import RoutingTable
 from scorestream.runtime.models import ModelLoader, ModelRegistry, routing_table
 from scorestream.runtime.modelstopic import ModelsFollower
+from scorestream.runtime.realtime import RealTimeQuery
 from scorestream.runtime.stats import ServingStats
 
 log = logging.getLogger("scorestream.runtime")
@@ -99,6 +101,8 @@ class ServingJob:
         self._batch_lock = threading.Lock()
         self._tables: tuple[int, RoutingTable] | None = None
         self.scorer: pipeline.BatchScorer | None = None
+        self.realtime: RealTimeQuery | None = None  # with spark.trigger realTime
+        self._counted_batch = -1
         self._protobuf: dict | None = None
         self._committed_batch = -1
         self._last_batch = -1  # the last micro-batch this job wrote
@@ -139,7 +143,8 @@ class ServingJob:
         try:
             self._protobuf = self._protobuf_fields()  # a bad message type fails here, not mid-stream
             self.spark = spark_session(self.config)
-            self.executors = ExecutorControl(self.spark, self.config.spark.master, self._batch_lock)
+            self.executors = ExecutorControl(self.spark, self.config.spark.master, self._batch_lock,
+                                             real_time=self.config.spark.real_time)
             initial = self.config.spark.conf.get("spark.executor.instances")
             self.stats.live_scaling = self.executors.live
             if initial and self.executors.live:
@@ -202,6 +207,10 @@ class ServingJob:
 
     def _start_query(self):
         c = self.config
+        if c.spark.real_time:
+            self.realtime = RealTimeQuery(c, self.scorer, self.registry, self.stats,
+                                          lambda snap: routing_table(c, snap, self._protobuf))
+            return self.realtime.start(self._source())
         return (
             self._source()
             .writeStream.queryName(f"scorestream-{c.name}")
@@ -244,6 +253,8 @@ class ServingJob:
                     raise
                 # A batch that began after the stop was asked refused to run (StopAfterBatch) and
                 # ended the query: stopped as asked, the batch is redone by the next run.
+            if self.realtime is not None:
+                self.realtime.follow_models()
             self._after_progress()
             self._watch_executors()
             if self.stats.batches != seen_batches:
@@ -264,6 +275,9 @@ class ServingJob:
         return 0
 
     def _graceful_stop(self, timeout: float = 60.0) -> None:
+        if self.realtime is not None:
+            self.realtime.stop(self.query, timeout)
+            return
         # Wait for a batch in flight; a batch not yet started sees the flag and is not run.
         with self._batch_lock:
             last = self._last_batch
@@ -281,6 +295,9 @@ class ServingJob:
     def _after_progress(self) -> None:
         """Commit the last completed batch's end offsets to the data group; record the lag."""
         progress = self.query.lastProgress if self.query is not None else None
+        if progress and self.realtime is not None and progress["batchId"] > self._counted_batch:
+            self._counted_batch = progress["batchId"]
+            self.realtime.count()
         if not progress or progress["batchId"] <= self._committed_batch or not progress.get("sources"):
             return
         durations = progress.get("durationMs") or {}

@@ -23,7 +23,7 @@ from scorestream.api.descriptor import ModelDescriptor
 from scorestream.api.job_http import CandidateInfo, ModelInfo, Rejection
 from scorestream.api.scoring import Route, RoutingTable
 from scorestream.api.verification import VerificationReport
-from scorestream.config import JobConfig
+from scorestream.config import REAL_TIME_PMML_ONLY, JobConfig
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +120,8 @@ class ModelLoader:
     def load(self, d: ModelDescriptor) -> LoadedModel:
         if ":" in d.name:
             raise ModelRejected(f"model name {d.name!r} must not contain ':'")
+        if self.config.spark.real_time and d.format != "pmml":
+            raise ModelRejected(REAL_TIME_PMML_ONLY)  # before fetching: nothing here could serve it
         steps = _Steps()
         try:
             content = artifacts.content(d.data, d.location, self.config.artifacts)

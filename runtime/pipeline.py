@@ -46,7 +46,7 @@ class BatchScorer:
         # per executor, and Spark's pool would then hand batches to both in turn, each holding
         # TensorFlow and the models. A PMML-only batch uses no worker and does not take it.
         self.python_workers = threading.Lock()
-        jvm = spark.sparkContext._jvm
+        self._jvm = jvm = spark.sparkContext._jvm
         self._scorer = jvm.dev.scorestream.jvm.Scorer
         self._batch = None  # this batch's JVM scorer (Scorer.forBatch): batches run one at a time
         # The result schema as the JVM defines it (Scorer.RESULT_DDL is the contract).
@@ -116,6 +116,19 @@ class BatchScorer:
             F.coalesce(fin.value, F.col("doneValue")).alias("value"),
             F.coalesce(fin.deadHeaders, F.col("doneHeaders")).alias("deadHeaders"),
         ).alias("r"))
+
+    def live(self, source: DataFrame, table: RoutingTable):
+        """A real-time query's rows for Spark's Kafka sink, and the ``LiveTable`` their scorer takes
+        each batch's routing table from (``runtime.realtime``). Rows of a draining batch are
+        dropped here: the scorer leaves their result empty."""
+        holder = self._jvm.dev.scorestream.jvm.LiveTable(table.model_dump_json())
+        scorer = self._scorer.live(holder, self._counts)
+        scored = DataFrame(scorer.score(source._jdf), source.sparkSession)
+        return self.sink_rows(scored).where(F.col("topic").isNotNull()), holder
+
+    def drain_counts(self) -> BatchCounts:
+        """What the scorer counted since the last drain (a real-time query's batches)."""
+        return BatchCounts.model_validate_json(self._counts.drain())
 
     def sink_rows(self, scored: DataFrame) -> DataFrame:
         """What Spark's Kafka sink writes of scored rows (``Scorer.sinkRows``): topic, key, value, headers."""

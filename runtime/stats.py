@@ -10,6 +10,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
@@ -92,7 +93,12 @@ class ServingStats:
     shadows: dict[tuple[str, str], ShadowInfo] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def add_batch(self, counts: BatchCounts, snap: Snapshot, seconds: float = 0.0) -> None:
+    def add_batch(self, counts: BatchCounts, tables: Sequence[Snapshot], seconds: float = 0.0) -> None:
+        """``tables``: the snapshots whose routing tables the counted tasks scored with (a micro-batch
+        has one; a real-time query's drain may span a swap): counts are matched by ``name:version``.
+        ``seconds``: how long the batch was busy, 0 when not known."""
+        models = {(m.data_type, m.route): m for snap in tables for m in snap.all_models()}
+        shadows = {c.model.route: c.model for snap in tables for c in snap.candidates.values() if c.strategy == "Shadow"}
         with self._lock:
             self.batches += 1
             self.last_batch_at = time.time()
@@ -103,7 +109,7 @@ class ServingStats:
             self.scored_nanos += counts.nanos
             for i, n in enumerate(counts.le):
                 self.buckets[i] += n
-            for m in snap.all_models():
+            for m in models.values():
                 info = self._info(m)
                 c = counts.routes.get(m.route)
                 if c is None:
@@ -115,10 +121,10 @@ class ServingStats:
                 info.total_ms += c.sum / 1e6
                 info.min_ms = c.min / 1e6 if info.min_ms is None else min(info.min_ms, c.min / 1e6)
                 info.max_ms = c.max / 1e6 if info.max_ms is None else max(info.max_ms, c.max / 1e6)
-            for c in snap.candidates.values():
-                shadow = counts.shadows.get(c.model.route)
-                if c.strategy == "Shadow" and shadow is not None:
-                    self._shadow_info(c.model).add(shadow)
+            for route, m in shadows.items():
+                shadow = counts.shadows.get(route)
+                if shadow is not None:
+                    self._shadow_info(m).add(shadow)
 
     def _shadow_info(self, m: LoadedModel) -> ShadowInfo:
         key = (m.data_type, m.route)
@@ -176,7 +182,7 @@ class ServingStats:
         if busy:
             executors = max(1, self.executors or 1)
             per_executor = sum(n for n, _, _ in busy) / sum(s for _, s, _ in busy) / executors
-        seconds = [s for _, _, s, _ in self.recent_batches]
+        seconds = [s for _, _, s, _ in self.recent_batches if s > 0]
         return {"inputRate": None if input_rate is None else round(input_rate, 3),
                 "processingRatePerExecutor": None if per_executor is None else round(per_executor, 3),
                 "batchSeconds": round(sum(seconds) / len(seconds), 3) if seconds else None,

@@ -58,6 +58,17 @@ def test_bad_config_names_the_field(path, value, field):
     assert f"  {field}" in str(e.value)
 
 
+def test_a_real_time_job_takes_batches_of_5s_or_more_and_no_per_batch_bound():
+    real_time = with_("spark.trigger", "realTime")
+    with pytest.raises(ConfigError, match="at least 5s"):
+        parse_job_config(real_time)
+    real_time["spark"]["triggerInterval"] = "5s"
+    assert parse_job_config(real_time).spark.real_time
+    real_time["kafka"]["maxOffsetsPerTrigger"] = 1000
+    with pytest.raises(ConfigError, match="takes no kafka.maxOffsetsPerTrigger"):
+        parse_job_config(real_time)
+
+
 def test_runtime_rejects_bad_config_at_start(tmp_path):
     bad = tmp_path / "job.json"
     bad.write_text(json.dumps(with_("kafka.dataTopic", "")))

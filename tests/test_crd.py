@@ -154,7 +154,8 @@ def invalid_case(data) -> tuple[dict, dict | None, str, str]:
     """One invalid resource: (object, the object it updates or None, the kind of fault, the word the
     refusal must name). The real API server replays the same cases (tests/test_user_paths.py)."""
     obj = copy.deepcopy(EXAMPLE)
-    kind = data.draw(st.sampled_from(["field", "same-topic", "name", "immutable-dataType", "immutable-checkpoint"]))
+    kind = data.draw(st.sampled_from(["field", "same-topic", "name", "immutable-dataType", "immutable-checkpoint",
+                                      "real-time"]))
     old = None
     if kind == "field":
         path, values, word = data.draw(st.sampled_from(SPEC_MUTATIONS))
@@ -167,6 +168,14 @@ def invalid_case(data) -> tuple[dict, dict | None, str, str]:
         obj["metadata"]["name"] = data.draw(
             st.text(min_size=51, max_size=70, alphabet="abc-") | st.sampled_from(["1wine", "Wine", "wine_1", "wine-"]))
         word = "metadata.name"
+    elif kind == "real-time":
+        obj["spec"]["spark"].update(trigger="realTime", triggerInterval="5s")
+        if data.draw(st.booleans()):
+            obj["spec"]["kafka"]["maxOffsetsPerTrigger"] = data.draw(st.integers(min_value=1, max_value=10**6))
+            word = "takes no kafka.maxOffsetsPerTrigger"
+        else:
+            obj["spec"]["model"]["format"] = "tensorflow"
+            word = "serves PMML models only"
     elif kind == "immutable-dataType":
         old = copy.deepcopy(obj)
         obj["spec"]["dataType"] = data.draw(st.sampled_from(["beer", "cider", "wine2"]))
@@ -203,6 +212,7 @@ def test_at_least_200_invalid_resources_were_rejected():
 @pytest.mark.parametrize("change", [
     {"replicas": 0}, {"suspend": True}, {"upgradeMode": "stateless"}, {"model": None},
     {"spark": {"image": "x", "triggerInterval": "500ms"}}, {"input": {"format": "protobuf"}},
+    {"spark": {"image": "x", "trigger": "realTime", "triggerInterval": "5s"}},
 ])
 def test_valid_variations_are_admitted_by_both(change):
     obj = copy.deepcopy(EXAMPLE)
@@ -230,3 +240,13 @@ def test_render_refuses_an_api_version_or_kind_the_crd_does_not_serve(tmp_path, 
     path.write_text(yaml.safe_dump({**doc, "apiVersion": API_VERSION, "kind": KIND}))
     assert main(["render", "-f", str(path)]) == 0
     assert "kind: StatefulSet" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("interval", ["1s", "4999ms"])
+def test_real_time_batches_of_less_than_5s_are_an_invalid_spec(interval):
+    """Spark's least real-time batch: a duration the CRD's CEL cannot compare, so the operator's
+    validation refuses it (status InvalidSpec) and so does the job's."""
+    obj = copy.deepcopy(EXAMPLE)
+    obj["spec"]["spark"].update(trigger="realTime", triggerInterval=interval)
+    with pytest.raises(ValidationError, match="at least 5s"):
+        ModelServingSpec.model_validate(obj["spec"])

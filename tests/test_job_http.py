@@ -41,7 +41,7 @@ def server():
     counts = {"in": 3, "out": 3, "dead": 0, "nanos": 3000, "le": [0] * 13,
               "routes": {"tree:1": {"n": 3, "err": 0, "sum": 3000, "min": 900, "max": 1200}},
               "shadows": {"linear:2": {"n": 3, "err": 0, "agree": 2, "diff": 0.5, "sum": 600}}, "workers": ["driver"]}
-    stats.add_batch(BatchCounts.model_validate(counts), registry.snapshot(), 0.1)
+    stats.add_batch(BatchCounts.model_validate(counts), [registry.snapshot()], 0.1)
     registry.reject("broken:3", "wine", "not a PMML document")
     control = ExecutorControl(None, "local[2]", threading.Lock())  # local mode: nothing of Spark is touched
     srv = StatusServer("127.0.0.1", 0, stats, lambda: h.Readiness(ready=False, reason="restoring models"),

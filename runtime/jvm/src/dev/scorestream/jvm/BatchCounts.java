@@ -18,7 +18,8 @@ import org.apache.spark.util.AccumulatorV2;
  * <p>A Spark accumulator: each task counts into its own copy and Spark merges the copies into the
  * driver's when the task succeeds, so the statistics cost no second pass over the data and no
  * Python. The driver resets it before each batch and reads {@link #value()} (JSON, the shape of
- * {@code scorestream.api.scoring.BatchCounts}) after it. As with every accumulator updated in a
+ * {@code scorestream.api.scoring.BatchCounts}) after it; a real-time query's driver {@link #drain
+ * drains} it as each batch's progress is reported. As with every accumulator updated in a
  * transformation, a task that is retried counts twice: a lost executor can inflate one batch.
  */
 public final class BatchCounts extends AccumulatorV2<Object, String> {
@@ -142,7 +143,7 @@ public final class BatchCounts extends AccumulatorV2<Object, String> {
   }
 
   @Override
-  public void reset() {
+  public synchronized void reset() {
     in = out = dead = nanos = 0;
     buckets = new long[bounds.length];
     routes = new HashMap<>();
@@ -155,8 +156,19 @@ public final class BatchCounts extends AccumulatorV2<Object, String> {
     throw new UnsupportedOperationException("BatchCounts is filled by the scorer");
   }
 
+  /**
+   * The counts so far, and zero from here on, in one step: a real-time query's batches follow one
+   * another with no moment in between for a reset, and Spark merges a task's counts here whenever
+   * it ends.
+   */
+  public synchronized String drain() {
+    String v = value();
+    reset();
+    return v;
+  }
+
   @Override
-  public void merge(AccumulatorV2<Object, String> other) {
+  public synchronized void merge(AccumulatorV2<Object, String> other) {
     BatchCounts o = (BatchCounts) other;
     in += o.in;
     out += o.out;
@@ -172,7 +184,7 @@ public final class BatchCounts extends AccumulatorV2<Object, String> {
 
   /** The counts as JSON; the histogram cumulative (values at or below each bound), as Prometheus has it. */
   @Override
-  public String value() {
+  public synchronized String value() {
     Map<String, Object> v = new LinkedHashMap<>();
     v.put("in", in);
     v.put("out", out);

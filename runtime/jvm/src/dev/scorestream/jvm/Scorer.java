@@ -13,6 +13,7 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.zip.CRC32;
 import org.apache.spark.SparkFiles;
+import org.apache.spark.TaskContext;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
@@ -60,23 +61,46 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
 
   static final DataType RESULT_TYPE = DataType.fromDDL(RESULT_DDL);
 
+  /** The job property Spark's streaming engine sets to the batch's id (MicroBatchExecution.BATCH_ID_KEY). */
+  private static final String BATCH_ID = "streaming.sql.batchId";
+
   private static final ObjectMapper MAPPER = new ObjectMapper();
   private static final Map<String, Pmml> MODELS = new ConcurrentHashMap<>();
 
-  private final String tableJson;
+  private String tableJson; // null in a task of a draining real-time batch: writes nothing
   private final BatchCounts counts;
+  private final transient LiveTable live;
   private transient Table table;
   private transient boolean noted;
 
-  Scorer(String tableJson, BatchCounts counts) {
+  private Scorer(String tableJson, LiveTable live, BatchCounts counts) {
     this.tableJson = tableJson;
+    this.live = live;
     this.counts = counts;
+  }
+
+  Scorer(String tableJson, BatchCounts counts) {
+    this(tableJson, null, counts);
   }
 
   /** This batch's scorer; its routing table is checked here, on the driver, not in every task. */
   public static Scorer forBatch(String tableJson, BatchCounts counts) {
     Table.of(tableJson);
     return new Scorer(tableJson, counts);
+  }
+
+  /**
+   * The scorer of a real-time query: each batch takes the table {@code live} holds when its tasks
+   * are serialized (see {@link LiveTable}), and its predictions carry the batch's id from the
+   * task's job properties, where Spark's streaming engine puts it.
+   */
+  public static Scorer live(LiveTable live, BatchCounts counts) {
+    return new Scorer(null, live, counts);
+  }
+
+  private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
+    if (live != null) tableJson = live.take();
+    out.defaultWriteObject();
   }
 
   /**
@@ -127,7 +151,11 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
   }
 
   private Table table() {
-    if (table == null) table = Table.of(tableJson);
+    if (table == null) {
+      table = Table.of(tableJson);
+      String batch = TaskContext.get() == null ? null : TaskContext.get().getLocalProperty(BATCH_ID);
+      if (batch != null) table.batchId = Long.parseLong(batch);
+    }
     if (!noted) {
       counts.noteWorker();
       noted = true;
@@ -137,6 +165,7 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
 
   @Override
   public Row call(byte[] key, byte[] value, String topic, Integer partition, Long offset, Long timestamp) {
+    if (tableJson == null) return null; // a draining batch: nothing written, nothing counted
     Table t = table();
     counts.received();
     Records.Source src = new Records.Source(key, value, topic, partition, offset, timestamp);

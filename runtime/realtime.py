@@ -1,0 +1,90 @@
+"""A serving job's query in Spark's real-time mode (``spark.trigger: realTime``).
+
+A micro-batch query fixes the routing table, counts the statistics and refuses a batch after a
+stop in its ``foreachBatch`` callback. A real-time query has no such callback: one long task per
+partition reads, scores and writes through each batch, and a batch is only how often progress is
+checkpointed. The job's promises rest on three other mechanisms here (README, design note 25):
+
+- **the table**: the driver sets a ``LiveTable`` when the models change, and each batch's tasks
+  take the table current when they are serialized, after the batch before has committed: a new
+  model takes over at a batch's first offset and no batch is scored by two versions;
+- **the statistics**: the scorer's accumulator is drained as each batch's progress is reported,
+  and its counts go to the models (by ``name:version``) of the tables set since the last drain;
+- **a stop**: the table drains, so the next batch writes nothing, and the query stops once that
+  batch has begun; the restart reads again the batch that wrote nothing, and nothing is written
+  twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable
+
+from scorestream.api.scoring import RoutingTable
+from scorestream.config import JobConfig
+from scorestream.runtime import kafka_options
+from scorestream.runtime.models import ModelRegistry, Snapshot
+from scorestream.runtime.pipeline import BatchScorer
+from scorestream.runtime.stats import ServingStats
+
+log = logging.getLogger("scorestream.runtime")
+
+
+class RealTimeQuery:
+    def __init__(self, config: JobConfig, scorer: BatchScorer, registry: ModelRegistry, stats: ServingStats,
+                 table_of: Callable[[Snapshot], RoutingTable]):
+        self.config = config
+        self.scorer = scorer
+        self.registry = registry
+        self.stats = stats
+        self.table_of = table_of
+        self.holder = None  # dev.scorestream.jvm.LiveTable
+        # The snapshots whose tables batches may have taken since the counts were last drained.
+        self._unaccounted: list[Snapshot] = []
+        self._generation: int | None = None
+
+    def start(self, source):
+        """The query: the data topic's records, scored, to Spark's Kafka sink."""
+        c = self.config
+        snap = self.registry.snapshot()
+        rows, self.holder = self.scorer.live(source, self.table_of(snap))
+        self._generation, self._unaccounted = snap.generation, [snap]
+        return (
+            rows.writeStream.queryName(f"scorestream-{c.name}")
+            .format("kafka")
+            .options(**kafka_options.sink_options(c.kafka))
+            .outputMode("update")  # the only mode a real-time query takes
+            .option("checkpointLocation", c.checkpoint_location)
+            .trigger(realTime=f"{round(c.spark.trigger_seconds() * 1000)} milliseconds")
+            .start()
+        )
+
+    def follow_models(self) -> None:
+        """Hand the next batch the models serving now."""
+        snap = self.registry.snapshot()
+        if snap.generation == self._generation:
+            return
+        self.holder.set(self.table_of(snap).model_dump_json())
+        self._generation = snap.generation
+        self._unaccounted.append(snap)
+        log.info("models of generation %d: from the next batch on", snap.generation)
+
+    def count(self) -> None:
+        """After a batch's progress: what its tasks counted, into the serving statistics."""
+        counts = self.scorer.drain_counts()
+        tables, self._unaccounted = self._unaccounted, self._unaccounted[-1:]
+        if counts.in_:
+            # A real-time batch runs its whole interval whatever it reads: no busy time to report.
+            self.stats.add_batch(counts, tables, 0.0)
+
+    def stop(self, query, timeout: float) -> None:
+        """Stop with no batch written twice: drain, wait for a batch that writes nothing, stop."""
+        self.holder.drain()
+        deadline = time.monotonic() + timeout
+        while query.isActive and not self.holder.drained() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not self.holder.drained() and query.isActive:
+            log.warning("no batch began within %.0fs of the stop: the batch in flight is read again on restart",
+                        timeout)
+        query.stop()

@@ -1,0 +1,94 @@
+"""spark.trigger realTime: the job's promises in Spark's real-time mode (runtime/realtime.py).
+
+A hot swap lands at a batch's first offset; the statistics match what was written, per model;
+a TensorFlow model is refused; SIGTERM mid-stream, then a restart, writes every record exactly
+once; kill -9 redoes at most the batch in flight.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from scorestream.config import REAL_TIME_PMML_ONLY
+from scorestream.demo import feed, models
+
+from streaming import Stream, models_by_batch, wait_until
+from test_delivery import _group_gone, all_positions, expected_positions
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+REAL_TIME = {"spark": {"trigger": "realTime", "triggerInterval": "5s"}}
+
+
+def test_swap_statistics_and_sigterm_in_real_time_mode(serving, demo_models):
+    s = serving(**REAL_TIME)
+    s.publish(demo_models["tree"])
+    job = s.start().wait_ready()
+    stream = Stream(s, total=10**9, chunk=50, pause=0.05)  # ~1,000 records/s, through every step
+    stream.start()
+    wait_until(lambda: job.get("/stats")["totals"]["recordsIn"] >= 2000, what="2000 records under the tree")
+    s.publish(demo_models["linear"])
+    wait_until(lambda: job.get("/models")["serving"]["wine"]["name"] == "linear", what="linear serving")
+    s.publish(demo_models["keras"])
+    wait_until(lambda: any(REAL_TIME_PMML_ONLY in r["reason"] for r in job.get("/models")["rejected"]),
+               what="the TensorFlow model refused")
+    wait_until(lambda: job.get("/stats")["dataTypes"]["wine"]["invocations"] >= 2000, what="2000 under linear")
+    stats = job.get("/stats")
+    assert stats["totals"]["liveScaling"] is False
+    tree_counted = {p["name"]: p for p in stats["dataTypes"]["wine"]["previous"]}["tree"]["invocations"]
+
+    # SIGTERM mid-stream: the query stops in a batch that writes nothing; the restart reads it again.
+    stopped_at = time.monotonic()
+    assert job.stop() == 0
+    took = time.monotonic() - stopped_at
+    again = s.start().wait_ready()
+    wait_until(lambda: again.get("/stats")["totals"]["recordsIn"] >= 1000, what="records after the restart")
+    sent = stream.stop()
+    assert stream.error is None
+    seen = all_positions(s, sent, timeout=120)
+    assert again.stop() == 0
+    assert set(seen) == expected_positions(s, sent), "every record, none lost"
+    assert sum(c - 1 for c in seen.values()) == 0, "a graceful stop leaves nothing to redo"
+
+    out = s.outputs(expect=sent)
+    order = [name for name, _ in models_by_batch(out)]  # fails if a batch had two versions
+    assert [m for i, m in enumerate(order) if i == 0 or order[i - 1] != m] == ["tree", "linear"]
+    assert tree_counted == sum(o["model"]["name"] == "tree" for o in out), "statistics per model, exact"
+    print(f"real-time: {sent} records over batches {min(o['batchId'] for o in out)}-{max(o['batchId'] for o in out)}, "
+          f"SIGTERM to exit {took:.1f}s (batches of 5s)")
+
+
+def test_kill_9_in_real_time_mode_redoes_at_most_a_batch(serving):
+    s = serving(**REAL_TIME)
+    s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml()))
+    job = s.start().wait_ready()
+    records = feed.wine_records(feed.wine_rows()[:3000])
+    records[10] = (b"bad", b"{broken")
+    n = s.produce(records)
+    stats = job.wait_records(n)
+    totals = stats["totals"]
+    assert (totals["recordsIn"], totals["recordsOut"], totals["recordsDeadLettered"]) == (n, n - 1, 1)
+    assert stats["dataTypes"]["wine"]["invocations"] == n - 1
+
+    stream = Stream(s, total=10**9, chunk=50, pause=0.05, start=n)
+    stream.start()
+    wait_until(lambda: job.get("/stats")["totals"]["batches"] >= totals["batches"] + 2, what="two batches of the stream")
+    pgid = job.proc.pid
+    job.kill()
+    assert _group_gone(pgid), "a process of the killed job survived"
+    again = s.start().wait_ready()
+    wait_until(lambda: again.get("/stats")["totals"]["recordsIn"] >= 1000, what="records after the restart")
+    sent = n + stream.stop()
+    seen = all_positions(s, sent, timeout=120)
+    assert again.stop() == 0
+    missing = expected_positions(s, sent) - set(seen)
+    assert not missing, f"{len(missing)} input offsets missing, e.g. {sorted(missing)[:5]}"
+    duplicates = sum(c - 1 for c in seen.values())
+    per_batch: dict[int, set] = {}
+    for o in s.outputs(expect=sent - 1):
+        per_batch.setdefault(o["batchId"], set()).add((o["source"]["partition"], o["source"]["offset"]))
+    largest = max(len(v) for v in per_batch.values())
+    assert duplicates <= largest, (duplicates, {b: len(v) for b, v in per_batch.items()})
+    print(f"real-time kill -9: {sent} records, {duplicates} duplicates (the largest batch: {largest} records)")
