@@ -9,7 +9,7 @@ from pathlib import Path
 from scorestream.config import JobConfig, SparkConfig, duration_seconds
 from scorestream.demo import feed
 from scorestream.demo.broker import free_port
-from scorestream.demo.process import RUNTIME, JobProcess
+from scorestream.demo.process import JobProcess
 
 
 def default_trigger() -> str:
@@ -17,12 +17,15 @@ def default_trigger() -> str:
     return SparkConfig().trigger_interval
 
 
+REAL_TIME_BATCH = "5s"  # Spark's shortest
+
+
 class Job:
     """A serving job with the peer interface the measurements use: start, started, alive, stop."""
 
     def __init__(self, bootstrap: str, name: str, topics: dict[str, str], work: Path,
                  per_batch: int | None = None, trigger: str | None = None, realtime: bool = False):
-        """``realtime``: the job with its query in Spark's real-time mode (realtime_job.py), peer (R)."""
+        """``realtime``: ``spark.trigger: realTime``, batches of REAL_TIME_BATCH (no ``per_batch``)."""
         kafka = {
             "bootstrapServers": bootstrap,
             "dataTopic": topics["data"],
@@ -35,7 +38,9 @@ class Job:
         if per_batch:
             kafka["maxOffsetsPerTrigger"] = per_batch
         spark = {"master": "local[2]"}
-        if trigger:
+        if realtime:
+            spark.update(trigger="realTime", triggerInterval=REAL_TIME_BATCH)
+        elif trigger:
             spark["triggerInterval"] = trigger
         config = JobConfig.model_validate({
             "name": name,
@@ -50,8 +55,7 @@ class Job:
         })
         # A real-time query writes each record as it is scored: no trigger interval to wait for.
         self.trigger_seconds = 0.0 if realtime else duration_seconds(config.spark.trigger_interval)
-        entry = (str(Path(__file__).with_name("realtime_job.py")),) if realtime else RUNTIME
-        self.process = JobProcess(config, work / name, entry=entry)
+        self.process = JobProcess(config, work / name)
         self.started = 0.0
 
     def start(self) -> "Job":

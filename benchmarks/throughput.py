@@ -11,9 +11,9 @@ that every peer reads; the demo's decision tree (PMML) for every PMML peer. Part
                 model in a global store (kstreams_peer/, compiled and cached on first use)
   pmml, tf      scorestream's serving job (Spark local[2]) with the tree, and with the demo's
                 Keras SavedModel
-  R             not the product: the same job with its query in Spark's real-time mode instead of
-                micro-batches (realtime_job.py: the tree fixed at start, PMML only)
-  K-latency, pmml-latency, R-latency (or: latency)
+  rt            scorestream's serving job with the tree and `spark.trigger: realTime` (Spark's
+                real-time mode, batches of 5s: runtime/realtime.py)
+  K-latency, pmml-latency, rt-latency (or: latency)
                 p50/p99 from a record's CreateTime to its prediction's LogAppendTime, produced at a
                 steady pace of half scorestream's PMML rate (or `--latency-rate`); scorestream with
                 the job config's default trigger interval
@@ -21,7 +21,7 @@ that every peer reads; the demo's decision tree (PMML) for every PMML peer. Part
                 decode + PMML4S + prediction record, in one warm JVM (counting/)
 Rates from the broker's append times of each peer's output. Steady state: the records after the
 first `--per-batch` (scorestream's first micro-batch, which pays for start-up and JIT; the same
-count for K and R) over their time. Warm: (K), scorestream PMML and (R) read `--warm-records` more, and the
+count for K and rt) over their time. Warm: (K), scorestream PMML and rt read `--warm-records` more, and the
 last `--records` of all they read are measured again: the steady state of a peer that has been
 running for a while, which a 300,000-record run on 2 cores never reaches (HotSpot still compiles
 Spark's per-batch code, its planner and task serialization, when such a run ends). Incl.
@@ -56,8 +56,8 @@ from scorestream import jars
 from scorestream.demo import feed, models
 from scorestream.demo.broker import EmbeddedBroker
 
-PARTS = ("raw", "a", "K", "pmml", "tf", "R", "K-latency", "pmml-latency", "R-latency", "counting")
-ALIASES = {"latency": ("K-latency", "pmml-latency", "R-latency"), "all": PARTS}
+PARTS = ("raw", "a", "K", "pmml", "tf", "rt", "K-latency", "pmml-latency", "rt-latency", "counting")
+ALIASES = {"latency": ("K-latency", "pmml-latency", "rt-latency"), "all": PARTS}
 DATA = "bench-in"
 
 
@@ -159,7 +159,7 @@ def run(args) -> dict:
                 traceback.print_exc()
                 r[name] = e
 
-        if any(p in args.only for p in ("raw", "a", "K", "pmml", "tf", "R")):
+        if any(p in args.only for p in ("raw", "a", "K", "pmml", "tf", "rt")):
             kafka.make_topics(b, DATA)
             kafka.preload(b, DATA, args.records + args.warm_records)
         part("raw", lambda: (baselines.raw_rate(b, DATA, args.records, 1), baselines.raw_rate(b, DATA, args.records, 2)))
@@ -185,14 +185,14 @@ def run(args) -> dict:
         part("pmml", lambda: job_throughput("pmml", tree, args.warm_records))
         part("tf", lambda: job_throughput(
             "tf", models.descriptor("keras", "1", "tensorflow", models.keras_savedmodel_zip(rows, epochs=3))))
-        part("R", lambda: job_throughput("rt", tree, args.warm_records, realtime=True))
+        part("rt", lambda: job_throughput("rt", tree, args.warm_records, realtime=True))
 
         rate, basis = latency_rate(args, r)
         r["latency_rate"] = (rate, basis)
         part("K-latency", lambda: paced_latency(b, "lat-k", tree, k_peer, rate, args))
         # The job configuration's own trigger interval: none is set here.
         part("pmml-latency", lambda: paced_latency(b, "lat-pmml", tree, lambda t: serving.Job(b, "lat-pmml", t, work), rate, args))
-        part("R-latency", lambda: paced_latency(b, "lat-rt", tree, lambda t: serving.Job(b, "lat-rt", t, work, realtime=True),
+        part("rt-latency", lambda: paced_latency(b, "lat-rt", tree, lambda t: serving.Job(b, "lat-rt", t, work, realtime=True),
                                                 rate, args))
     part("counting", counting.measure)
     return r
@@ -215,7 +215,7 @@ def report(args, r: dict) -> None:
     if r["load"] > 1.0:
         print("  (other work was running: every figure is lower, and the ratios noisier, than on an idle machine)")
     raw1, raw2 = ok.get("raw", (None, None))
-    per_record, k, pmml, tf, rt = ok.get("a"), ok.get("K"), ok.get("pmml"), ok.get("tf"), ok.get("R")
+    per_record, k, pmml, tf, rt = ok.get("a"), ok.get("K"), ok.get("pmml"), ok.get("tf"), ok.get("rt")
     rows = [
         ("(raw) confluent-kafka consume+produce, 1 proc", "raw", raw1 and {"steady": raw1}),
         ("(raw) confluent-kafka consume+produce, 2 procs", "raw", raw2 and {"steady": raw2}),
@@ -223,7 +223,7 @@ def report(args, r: dict) -> None:
         ("(K) Kafka Streams + PMML4S, 2 threads", "K", k),
         ("scorestream PMML", "pmml", pmml),
         ("scorestream TensorFlow", "tf", tf),
-        ("(R) the job in real-time mode, not the product", "R", rt),
+        ("scorestream PMML, trigger realTime", "rt", rt),
     ]
     if any(key in r for _, key, _ in rows):
         print(f"{'records/s':>62}{'incl. start-up':>16}")
@@ -237,17 +237,18 @@ def report(args, r: dict) -> None:
                       + _cpu_note("warm", v.get("warm_cpu")))
 
     goals = []
-    for rate, label in (("steady", ""), ("warm", "  warm")):
-        if pmml and raw1 and rate in pmml:
-            goals.append((label or "scorestream PMML >= 50% of (raw, 1 proc)", f"{pmml[rate] / raw1:.0%}",
-                          pmml[rate] >= 0.5 * raw1, ""))
-    for rate, label in (("steady", ""), ("warm", "  warm")):
-        if pmml and k and rate in pmml and rate in k:
-            x = pmml[rate] / k[rate]
-            wins = "" if x >= 1 else f" - (K) wins by {k[rate] / pmml[rate]:.2f}x ({k[rate]:,.0f} vs {pmml[rate]:,.0f} rec/s)"
-            if x < 1 and rate == "steady":
-                wins += f"; incl. start-up by {k['with_startup'] / pmml['with_startup']:.2f}x"
-            goals.append((label or "scorestream PMML >= 1.0x (K)", f"{x:.2f}x", x >= 1, wins))
+    for name, job in (("scorestream PMML", pmml), ("scorestream PMML realTime", rt)):
+        for rate, label in (("steady", ""), ("warm", "  warm")):
+            if job and raw1 and rate in job:
+                goals.append((label or f"{name} >= 50% of (raw, 1 proc)", f"{job[rate] / raw1:.0%}",
+                              job[rate] >= 0.5 * raw1, ""))
+        for rate, label in (("steady", ""), ("warm", "  warm")):
+            if job and k and rate in job and rate in k:
+                x = job[rate] / k[rate]
+                wins = "" if x >= 1 else f" - (K) wins by {k[rate] / job[rate]:.2f}x ({k[rate]:,.0f} vs {job[rate]:,.0f} rec/s)"
+                if x < 1 and rate == "steady":
+                    wins += f"; incl. start-up by {k['with_startup'] / job['with_startup']:.2f}x"
+                goals.append((label or f"{name} >= 1.0x (K)", f"{x:.2f}x", x >= 1, wins))
     if tf and pmml:
         goals.append(("scorestream TF >= 40% of scorestream PMML", f"{tf['steady'] / pmml['steady']:.0%}", tf["steady"] >= 0.4 * pmml["steady"], ""))
     warming = [(label, v["slices"]) for label, key, v in rows if v and v.get("slices")]
@@ -266,28 +267,19 @@ def report(args, r: dict) -> None:
         print(f"\ngoals (throughput: steady state{warm}):")
         for text, value, met, extra in goals:
             print(f"  {text:48}{value:>9}   {'met' if met else 'NOT met'}{extra}")
-    if rt:
-        lines = []
-        for rate in ("steady", "warm"):
-            against = [f"{rt[rate] / v[rate]:.2f}x {name}" for name, v in (("(K)", k), ("scorestream PMML", pmml))
-                       if v and rate in v and rate in rt]
-            if raw1 and rate in rt:
-                against.append(f"{rt[rate] / raw1:.0%} of (raw, 1 proc)")
-            if against:
-                lines.append(f"  {rate:8}" + ", ".join(against))
-        if lines:
-            print("\nnot the product: (R), the same job with its query in Spark's real-time mode (realtime_job.py):")
-            print("\n".join(lines))
+    if rt and pmml:
+        print("  realTime against processingTime: " + ", ".join(
+            f"{rate} {rt[rate] / pmml[rate]:.2f}x" for rate in ("steady", "warm") if rate in rt and rate in pmml))
     if per_record and (pmml or tf or k):
         print("  against (a): " + ", ".join(f"{label} x{v['steady'] / per_record:,.0f}"
                                             for label, v in (("scorestream PMML", pmml), ("TF", tf), ("(K)", k)) if v))
 
-    if any(key in r for key in ("K-latency", "pmml-latency", "R-latency")):
+    if any(key in r for key in ("K-latency", "pmml-latency", "rt-latency")):
         rate, basis = r["latency_rate"]
         print(f"\nlatency, record CreateTime -> prediction LogAppendTime, at {rate:,.0f} rec/s ({basis}), "
               f"{args.latency_seconds:.0f}s after a warm-up:")
         for key, label in (("K-latency", "(K)"), ("pmml-latency", f"scorestream PMML, trigger {serving.default_trigger()}"),
-                           ("R-latency", "(R) real-time mode, not the product")):
+                           ("rt-latency", f"scorestream PMML, trigger realTime {serving.REAL_TIME_BATCH}")):
             if key in failed:
                 print(f"  {label:40}failed: {failed[key]}")
             elif key in ok:

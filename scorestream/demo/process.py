@@ -15,18 +15,11 @@ from pathlib import Path
 from scorestream.config import JobConfig
 
 
-# The serving job's entry point (what a pod runs), as the interpreter's arguments.
-RUNTIME = ("-m", "scorestream.runtime")
-
-
 class JobProcess:
     """``python -m scorestream.runtime`` in its own process group, so nothing outlives it."""
 
-    def __init__(self, config: JobConfig, workdir: Path, log_name: str = "job.log",
-                 entry: tuple[str, ...] = RUNTIME):
-        """``entry``: what the interpreter runs, given ``--config``."""
+    def __init__(self, config: JobConfig, workdir: Path, log_name: str = "job.log"):
         self.config = config
-        self.entry = entry
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.config_path = self.workdir / f"{config.name}.json"
@@ -48,7 +41,7 @@ class JobProcess:
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1",
                "TMPDIR": str(scratch), "SPARK_SUBMIT_OPTS": submit_opts}
         self.proc = subprocess.Popen(
-            [sys.executable, *self.entry, "--config", str(self.config_path)],
+            [sys.executable, "-m", "scorestream.runtime", "--config", str(self.config_path)],
             stdout=open(self.log_path, "ab"),
             stderr=subprocess.STDOUT,
             start_new_session=True,
