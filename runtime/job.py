@@ -230,7 +230,7 @@ class ServingJob:
             tf_files = {m.route: m.file for m in snap.all_models() if m.format == "tensorflow"}
             started = time.monotonic()
             counts = self.scorer.run(df, batch_id, self._tables[1], tf_files)
-            self.stats.add_batch(counts, snap, time.monotonic() - started)
+            self.stats.add_batch(counts, [snap], time.monotonic() - started)
             self._last_batch = batch_id
             log.info("batch %d: %d records in %.2fs", batch_id, counts.in_, time.monotonic() - started)
 
