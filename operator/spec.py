@@ -363,6 +363,11 @@ class CheckpointSpec(Strict):
     """The storage class of the checkpoint volume (the cluster's default when unset)."""
 
 
+# A real-time query's executors change by restarting the job, which takes spec.replicas.
+REAL_TIME_NO_AUTOSCALING = ("trigger realTime takes no autoscaling: a real-time query holds its executors through"
+                            " every batch, so they change by restarting the job, to spec.replicas")
+
+
 class ModelServingSpec(Strict):
     """The desired state of one serving job."""
 
@@ -372,7 +377,9 @@ class ModelServingSpec(Strict):
         ("!has(self.spark.trigger) || self.spark.trigger != 'realTime' || !has(self.kafka.maxOffsetsPerTrigger)",
          REAL_TIME_NO_MAX_OFFSETS),
         ("!has(self.spark.trigger) || self.spark.trigger != 'realTime' || !has(self.model) || self.model.format == 'pmml'",
-         REAL_TIME_PMML_ONLY))}
+         REAL_TIME_PMML_ONLY),
+        ("!has(self.spark.trigger) || self.spark.trigger != 'realTime' || !has(self.autoscaling)",
+         REAL_TIME_NO_AUTOSCALING))}
 
     data_type: str = Field(alias="dataType", pattern=_DATA_TYPE)
     """The routing key: records whose dataType field has this value are scored by this resource's
@@ -422,6 +429,8 @@ class ModelServingSpec(Strict):
         check_real_time_offsets(self.spark, self.kafka)
         if self.spark.real_time and self.model is not None and self.model.format != "pmml":
             raise ValueError(REAL_TIME_PMML_ONLY)
+        if self.spark.real_time and self.autoscaling is not None:
+            raise ValueError(REAL_TIME_NO_AUTOSCALING)
         return self
 
 

@@ -170,12 +170,16 @@ def invalid_case(data) -> tuple[dict, dict | None, str, str]:
         word = "metadata.name"
     elif kind == "real-time":
         obj["spec"]["spark"].update(trigger="realTime", triggerInterval="5s")
-        if data.draw(st.booleans()):
+        fault = data.draw(st.sampled_from(["maxOffsetsPerTrigger", "tensorflow", "autoscaling"]))
+        if fault == "maxOffsetsPerTrigger":
             obj["spec"]["kafka"]["maxOffsetsPerTrigger"] = data.draw(st.integers(min_value=1, max_value=10**6))
             word = "takes no kafka.maxOffsetsPerTrigger"
-        else:
+        elif fault == "tensorflow":
             obj["spec"]["model"]["format"] = "tensorflow"
             word = "serves PMML models only"
+        else:
+            obj["spec"]["autoscaling"] = {"maxReplicas": data.draw(st.integers(min_value=1, max_value=10))}
+            word = "takes no autoscaling"
     elif kind == "immutable-dataType":
         old = copy.deepcopy(obj)
         obj["spec"]["dataType"] = data.draw(st.sampled_from(["beer", "cider", "wine2"]))
