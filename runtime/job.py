@@ -35,6 +35,10 @@ from scorestream.runtime.stats import ServingStats
 log = logging.getLogger("scorestream.runtime")
 
 
+# How long a real-time job waits for its executors to offer a task slot per data-topic partition.
+SLOTS_TIMEOUT_SECONDS = 180.0
+
+
 class StopAfterBatch(Exception):
     """Raised instead of starting a batch once a stop was asked for: the batch is redone on restart."""
 
@@ -131,6 +135,8 @@ class ServingJob:
             return f"waiting for a model for {', '.join(missing)}"
         if self.query is None or not self.query.isActive:
             return "query not running"
+        if self.realtime is not None and self.realtime.short_of_slots:
+            return self.realtime.short_of_slots
         return None
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -210,6 +216,9 @@ class ServingJob:
         if c.spark.real_time:
             self.realtime = RealTimeQuery(c, self.scorer, self.registry, self.stats,
                                           lambda snap: routing_table(c, snap, self._protobuf))
+            # Local mode's slots are what it started with; a cluster's grow as executors register.
+            wait = 0.0 if c.spark.master.startswith("local") else SLOTS_TIMEOUT_SECONDS
+            self.realtime.wait_for_slots(self.executors.task_slots, wait, self._stopping)
             return self.realtime.start(self._source())
         return (
             self._source()
@@ -306,6 +315,8 @@ class ServingJob:
         source = progress["sources"][0]
         end = _offsets(source.get("endOffset"))
         latest = _offsets(source.get("latestOffset")) or end
+        if end and self.realtime is not None:
+            self.realtime.check_slots(sum(len(ps) for ps in end.values()), self.executors.task_slots())
         if end:
             try:
                 self._commit(end)

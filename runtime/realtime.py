@@ -43,6 +43,25 @@ class RealTimeQuery:
         # The snapshots whose tables batches may have taken since the counts were last drained.
         self._unaccounted: list[Snapshot] = []
         self._generation: int | None = None
+        self.short_of_slots: str | None = None  # why some partitions go unread, if they do
+
+    def wait_for_slots(self, slots: Callable[[], int], timeout: float, stopping) -> None:
+        """A real-time query runs a task per data-topic partition for the whole batch: with fewer
+        task slots, the partitions left over are never read (Spark says nothing; their lag grows).
+        Wait for the executors to register, then refuse to start short of slots."""
+        partitions = data_partitions(self.config)
+        deadline = time.monotonic() + timeout
+        while slots() < partitions and time.monotonic() < deadline and not stopping.is_set():
+            stopping.wait(1.0)
+        if slots() < partitions and not stopping.is_set():
+            raise RuntimeError(too_few_slots(partitions, slots()))
+
+    def check_slots(self, partitions: int, slots: int) -> None:
+        """After each batch: partitions added to the data topic, or executors lost, leave some
+        partitions unread; the job says so (not ready) until there are slots again."""
+        self.short_of_slots = too_few_slots(partitions, slots) if slots < partitions else None
+        if self.short_of_slots:
+            log.error("%s", self.short_of_slots)
 
     def start(self, source):
         """The query: the data topic's records, scored, to Spark's Kafka sink."""
@@ -88,3 +107,21 @@ class RealTimeQuery:
             log.warning("no batch began within %.0fs of the stop: the batch in flight is read again on restart",
                         timeout)
         query.stop()
+
+
+def too_few_slots(partitions: int, slots: int) -> str:
+    return (f"trigger realTime needs a task slot per data-topic partition: {partitions} partitions, {slots} slots"
+            f" (executors x spark.executor.cores, or local[N]); raise spec.replicas")
+
+
+def data_partitions(config: JobConfig, timeout: float = 30.0) -> int:
+    from confluent_kafka import Consumer
+
+    consumer = Consumer({**config.kafka.client_properties(), "group.id": config.data_group})
+    try:
+        topic = consumer.list_topics(config.kafka.data_topic, timeout=timeout).topics[config.kafka.data_topic]
+        if topic.error is not None:
+            raise RuntimeError(f"data topic {config.kafka.data_topic}: {topic.error}")
+        return len(topic.partitions)
+    finally:
+        consumer.close()

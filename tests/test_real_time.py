@@ -2,7 +2,7 @@
 
 A hot swap lands at a batch's first offset; the statistics match what was written, per model;
 a TensorFlow model is refused; SIGTERM mid-stream, then a restart, writes every record exactly
-once; kill -9 redoes at most the batch in flight.
+once; kill -9 redoes at most the batch in flight; a partition without a task slot stops the job.
 """
 
 from __future__ import annotations
@@ -92,3 +92,13 @@ def test_kill_9_in_real_time_mode_redoes_at_most_a_batch(serving):
     largest = max(len(v) for v in per_batch.values())
     assert duplicates <= largest, (duplicates, {b: len(v) for b, v in per_batch.items()})
     print(f"real-time kill -9: {sent} records, {duplicates} duplicates (the largest batch: {largest} records)")
+
+
+def test_a_real_time_job_with_fewer_task_slots_than_partitions_refuses_to_start(serving):
+    # Spark would run it and never read the partitions left over (seen: local[1], 2 partitions:
+    # half the records read, the other half's lag growing, the job ready all along).
+    s = serving(spark={"master": "local[1]", "trigger": "realTime", "triggerInterval": "5s"})
+    s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml()))
+    job = s.start()
+    assert job.proc.wait(180) == 1
+    assert "needs a task slot per data-topic partition: 2 partitions, 1 slots" in job.tail()
