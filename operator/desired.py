@@ -197,7 +197,7 @@ def config_hash(config: JobConfig, restart_nonce: int | None = None, pod_templat
     spec). Unset, each adds nothing: the hash is what it was before the field existed."""
     conf = {k: v for k, v in config.spark.conf.items() if k != "spark.executor.instances"}
     rolled = config.model_copy(update={"spark": config.spark.model_copy(update={"conf": conf})})
-    text = rolled.to_json() + ("" if restart_nonce is None else f"\nrestartNonce={restart_nonce}") \
+    text = rolled.hashed_json() + ("" if restart_nonce is None else f"\nrestartNonce={restart_nonce}") \
         + ("" if pod_templates is None else f"\npodTemplates={pod_templates}")
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

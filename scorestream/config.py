@@ -302,6 +302,13 @@ class JobConfig(Strict):
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, exclude_none=True, indent=2)
 
+    def hashed_json(self) -> str:
+        """``to_json`` without what a default of a field added later would add: the same text, so
+        the same configuration hash, as before that field existed (an operator upgrade must not
+        roll every driver)."""
+        exclude = {"spark": {"trigger"}} if self.spark.trigger == "processingTime" else None
+        return self.model_dump_json(by_alias=True, exclude_none=True, indent=2, exclude=exclude)
+
 
 class ConfigError(ValueError):
     """A configuration that cannot run, with every offending field named."""
