@@ -277,3 +277,38 @@ async def test_a_shadow_reports_agreement_a_corrupt_artifact_is_refused_and_a_re
               f"back; operator killed {'before' if mid_rollout else 'after'} the job confirmed the TensorFlow "
               f"rollout, which completed with one publication")
         assert job.stop() == 0
+
+
+@pytest.mark.timeout(600)
+async def test_a_real_time_resource_rolls_its_model_at_a_batch_boundary(api, broker, serving, artifacts, tmp_path):
+    """spark.trigger realTime from the resource to the job: the spec's rollout reaches a real-time
+    query, which takes the new model at a batch's first offset; the job reports no live scaling."""
+    from streaming import models_by_batch
+
+    s = serving(partitions=2)
+    async with Operated(api, observeInterval=1, rolloutPoll=0.25) as run:
+        body = resource(s.resource_topics, broker, model=model(artifacts, "tree", 1))
+        body["spec"]["input"] = {"format": "json", "fields": list(feed.WINE_COLUMNS)}
+        body["spec"]["spark"].update(trigger="realTime", triggerInterval="5s")
+        await apply(api, body)
+        job = await run.start_job(tmp_path, artifacts=model_dirs(artifacts))
+        await rolled_out(api, "wine-tree", 1)
+        stream = Stream(s, total=10**9, chunk=100, pause=0.1)
+        stream.start()
+        await scored(job, "tree", 1)
+        body["spec"]["model"] = model(artifacts, "linear", 2)
+        t0 = time.monotonic()
+        await apply(api, body)
+        await rolled_out(api, "wine-linear", 2)
+        took = time.monotonic() - t0
+        await until(lambda: any(p["name"] == "wine-tree" for p in job.get("/stats")["dataTypes"]["wine"]["previous"])
+                    and job.get("/stats")["dataTypes"]["wine"]["invocations"] > 0, timeout=60, what="linear scoring")
+        sent = await asyncio.to_thread(stream.stop)
+        await asyncio.to_thread(job.wait_records, sent)
+        assert job.get("/stats")["totals"]["liveScaling"] is False
+        out = [json.loads(m.value()) for m in await asyncio.to_thread(s.read, "out", sent)]
+        assert len(out) == sent and len({o["key"] for o in out}) == sent, "every record scored once"
+        order = [name for name, _ in models_by_batch(out)]
+        assert [m for i, m in enumerate(order) if i == 0 or order[i - 1] != m] == ["wine-tree", "wine-linear"]
+        print(f"\nrealTime resource (batches of 5 s): spec.model change -> ModelReady=True in {took:.1f}s")
+        assert job.stop() == 0
