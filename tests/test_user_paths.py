@@ -111,15 +111,16 @@ def test_kubectl_apply_of_every_example_then_get_and_explain(api):
     assert "modelserving.scorestream.dev/wine configured" in applied  # the canary, then the plain PMML
     assert "modelserving.scorestream.dev/wine-tf created" in applied
     assert "modelserving.scorestream.dev/wine-private created" in applied  # with pod templates
+    assert "modelserving.scorestream.dev/wine-realtime created" in applied  # spark.trigger realTime
     assert obj(api, MS, "wine", namespace="ml")["spec"]["model"]["name"] == "wine-tree"
 
     columns = [c["name"].upper() for c in crd.generate()["spec"]["versions"][0]["additionalPrinterColumns"]]
     table = kubectl(api, "get", "modelservings", "-n", "ml").stdout.splitlines()
     assert table[0].split() == ["NAME", *columns]
-    assert sorted(line.split()[0] for line in table[1:]) == ["wine", "wine-private", "wine-tf"]
+    assert sorted(line.split()[0] for line in table[1:]) == ["wine", "wine-private", "wine-realtime", "wine-tf"]
     assert kubectl(api, "get", "ms", "-n", "ml", "-o", "name").stdout.split() == [
         "modelserving.scorestream.dev/wine", "modelserving.scorestream.dev/wine-private",
-        "modelserving.scorestream.dev/wine-tf"]
+        "modelserving.scorestream.dev/wine-realtime", "modelserving.scorestream.dev/wine-tf"]
     # Not in `all`: `kubectl delete all --all` must leave the serving jobs alone.
     assert "modelserving" not in kubectl(api, "get", "all", "-n", "ml", "-o", "name").stdout
 
