@@ -58,13 +58,10 @@ class ExecutorControl:
         return [i for i in listed if i not in self._killed]
 
     def task_slots(self) -> int:
-        """Tasks that can run at once: local[N]'s N, or each registered executor's cores
-        (spark.executor.cores, 1 unless set) over spark.task.cpus."""
-        sc = self.spark.sparkContext
-        task_cpus = int(sc.getConf().get("spark.task.cpus", "1"))
-        if self._jvm is None:
-            return sc._jsc.sc().schedulerBackend().totalCores() // task_cpus
-        return self.running() * int(sc.getConf().get("spark.executor.cores", "1")) // task_cpus
+        """Tasks that can run at once on the executors registered now: Spark's own count, the one
+        its barrier scheduling checks (local[N]'s N; each executor's cores over spark.task.cpus)."""
+        sc = self._sc()
+        return sc.maxNumConcurrentTasks(sc.resourceProfileManager().defaultResourceProfile())
 
     def running(self) -> int:
         """Executors running now (1 in local mode: the driver's own)."""

@@ -111,7 +111,7 @@ class RealTimeQuery:
 
 def too_few_slots(partitions: int, slots: int) -> str:
     return (f"trigger realTime needs a task slot per data-topic partition: {partitions} partitions, {slots} slots"
-            f" (executors x spark.executor.cores, or local[N]); raise spec.replicas")
+            f" (the executors' cores over spark.task.cpus, or local[N]); raise spec.replicas")
 
 
 def data_partitions(config: JobConfig, timeout: float = 30.0) -> int:

@@ -14,6 +14,7 @@ import pytest
 from scorestream.config import REAL_TIME_PMML_ONLY
 from scorestream.demo import feed, models
 
+from standalone import cluster, standalone_conf  # noqa: F401 - fixture
 from streaming import Stream, models_by_batch, wait_until
 from test_delivery import _group_gone, all_positions, expected_positions
 
@@ -102,3 +103,31 @@ def test_a_real_time_job_with_fewer_task_slots_than_partitions_refuses_to_start(
     job = s.start()
     assert job.proc.wait(180) == 1
     assert "needs a task slot per data-topic partition: 2 partitions, 1 slots" in job.tail()
+
+
+@pytest.mark.timeout(600)
+def test_real_time_on_a_standalone_cluster_swaps_and_stops_with_every_record_once(serving, cluster):
+    """Executors in JVMs of their own: the scorer's table crosses to them in the serialized task,
+    the batch id comes from the task's properties, and the job counts the slots they offer."""
+    s = serving(partitions=2)
+    s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml(feed.wine_rows())))
+    spark = {"master": cluster.master, "conf": standalone_conf(2), **REAL_TIME["spark"]}
+    job = s.start(spark=spark).wait_ready(timeout=300)
+    code, answer = job.post("/executors", {"total": 1})
+    assert (code, answer["accepted"]) == (409, False) and "restarts" in answer["reason"], (code, answer)
+    stream = Stream(s, total=10**9, chunk=50, pause=0.05)
+    stream.start()
+    wait_until(lambda: job.get("/stats")["totals"]["recordsIn"] >= 1000, what="records under the tree")
+    assert job.get("/stats")["totals"]["executorsUsedLastBatch"] == 2
+    s.publish(models.descriptor("linear", "2", "pmml", models.linear_pmml(feed.wine_rows())))
+    wait_until(lambda: job.get("/stats")["dataTypes"]["wine"]["name"] == "linear"
+               and job.get("/stats")["dataTypes"]["wine"]["invocations"] >= 1000, what="1000 under linear")
+    assert job.stop() == 0
+    again = s.start(spark=spark).wait_ready(timeout=300)
+    wait_until(lambda: again.get("/stats")["totals"]["recordsIn"] >= 1000, what="records after the restart")
+    sent = stream.stop()
+    seen = all_positions(s, sent, timeout=120)
+    assert again.stop() == 0
+    assert set(seen) == expected_positions(s, sent) and sum(c - 1 for c in seen.values()) == 0
+    order = [name for name, _ in models_by_batch(s.outputs(expect=sent))]
+    assert [m for i, m in enumerate(order) if i == 0 or order[i - 1] != m] == ["tree", "linear"]
