@@ -7,7 +7,9 @@ package dev.scorestream.jvm;
  * long task per partition runs through each batch. What every batch does have is one moment on
  * the driver when its tasks are serialized, after the batch before it has committed. A
  * {@link Scorer#live live scorer} copies this holder's table at that moment ({@link #take}), so a
- * table set here reaches whole batches only, from the next batch's first offset on.
+ * table set here reaches whole batches only, from the next batch's first offset on. (Spark copies
+ * it twice per batch, both at its start: its serializability check on the query's thread, then
+ * the task binary on the DAG scheduler's; the tasks run the second.)
  *
  * <p>{@link #drain} is how a real-time query stops without writing a batch twice: from the next
  * batch on the scorer writes nothing, and once such a batch has begun ({@link #drained}) the
