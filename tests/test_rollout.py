@@ -18,7 +18,7 @@ from scorestream.demo import feed, models
 from scorestream.operator.publish import ROLLOUT_HEADER
 
 from operator_harness import MS, Operated, api, apply, condition, events, obj, resource, until  # noqa: F401
-from streaming import Stream
+from streaming import Stream, models_by_batch
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -70,23 +70,30 @@ async def scored(job, name, version):
                 what=f"records scored by {name} {version}")
 
 
+async def tree_serving(api, run, s, broker, artifacts, tmp_path, spark: dict, fields=True, **spec):
+    """The resource applied with the tree (and ``spark`` settings, the rest of ``spec``), its job
+    started, the tree rolled out and scoring a stream of ~1,000 records/s: (body, job, stream)."""
+    body = resource(s.resource_topics, broker, model=model(artifacts, "tree", 1))
+    body["spec"]["input"] = {"format": "json", **({"fields": list(feed.WINE_COLUMNS)} if fields else {})}
+    body["spec"]["spark"].update(spark)
+    body["spec"].update(spec)
+    await apply(api, body)
+    # The operator published spec.model before the job ever ran: the job restores it.
+    job = await run.start_job(tmp_path, artifacts=model_dirs(artifacts))
+    await rolled_out(api, "wine-tree", 1)  # the first model: nothing to compare with, immediate
+    stream = Stream(s, total=10**9, chunk=100, pause=0.1)  # until stopped
+    stream.start()
+    await scored(job, "tree", 1)
+    return body, job, stream
+
+
 @pytest.mark.timeout(900)
 async def test_immediate_rollouts_are_published_confirmed_and_rolled_back(api, broker, serving, artifacts, tmp_path):
     s = serving(partitions=2)
     # Observing as rarely as in production relative to the trigger; rollouts are confirmed by
     # their own poll (0.25 s here, 1 s by default).
     async with Operated(api, observeInterval=5, rolloutPoll=0.25) as run:
-        body = resource(s.resource_topics, broker, model=model(artifacts, "tree", 1))
-        body["spec"]["input"] = {"format": "json", "fields": list(feed.WINE_COLUMNS)}
-        body["spec"]["spark"]["triggerInterval"] = "500ms"
-        await apply(api, body)
-        # The operator published spec.model before the job ever ran: the job restores it.
-        job = await run.start_job(tmp_path, artifacts=model_dirs(artifacts))
-        await rolled_out(api, "wine-tree", 1)
-
-        stream = Stream(s, total=10**9, chunk=100, pause=0.1)  # ~1,000 records/s until stopped
-        stream.start()
-        await scored(job, "tree", 1)
+        body, job, stream = await tree_serving(api, run, s, broker, artifacts, tmp_path, {"triggerInterval": "500ms"})
         plan = [("linear", 2), ("keras", 3)] + [("tree" if v % 2 else "linear", v) for v in range(4, 12)]
         durations = []
         for name, version in plan:
@@ -142,18 +149,10 @@ async def test_a_canary_is_promoted_by_its_figures_and_a_failing_one_rolled_back
                                                                                 tmp_path):
     s = serving(partitions=2)
     async with Operated(api, observeInterval=5, rolloutPoll=0.25) as run:
-        body = resource(s.resource_topics, broker, model=model(artifacts, "tree", 1))
-        body["spec"]["input"] = {"format": "json"}
-        body["spec"]["spark"]["triggerInterval"] = "500ms"
-        body["spec"]["rollout"] = {"strategy": "Canary", "canary": {
-            "percent": 20, "minRecords": 500, "promoteAfter": "3s", "maxErrorRate": 0.01, "maxLatencyRatio": 100}}
-        await apply(api, body)
-        job = await run.start_job(tmp_path, artifacts=model_dirs(artifacts))
-        await rolled_out(api, "wine-tree", 1)  # the first model: nothing to compare with, immediate
-
-        stream = Stream(s, total=10**9, chunk=100, pause=0.1)
-        stream.start()
-        await scored(job, "tree", 1)
+        body, job, stream = await tree_serving(
+            api, run, s, broker, artifacts, tmp_path, {"triggerInterval": "500ms"}, fields=False,
+            rollout={"strategy": "Canary", "canary": {
+                "percent": 20, "minRecords": 500, "promoteAfter": "3s", "maxErrorRate": 0.01, "maxLatencyRatio": 100}})
         body["spec"]["model"] = model(artifacts, "linear", 2)
         t0 = time.monotonic()
         await apply(api, body)
@@ -214,16 +213,9 @@ async def test_a_shadow_reports_agreement_a_corrupt_artifact_is_refused_and_a_re
         api, broker, serving, artifacts, tmp_path):
     s = serving(partitions=2)
     async with Operated(api, observeInterval=5, rolloutPoll=0.25) as run:
-        body = resource(s.resource_topics, broker, model=model(artifacts, "tree", 1))
-        body["spec"]["input"] = {"format": "json", "fields": list(feed.WINE_COLUMNS)}
-        body["spec"]["spark"]["triggerInterval"] = "500ms"
-        body["spec"]["rollout"] = {"strategy": "Shadow", "shadow": {"minRecords": 500, "maxLatencyRatio": 100}}
-        await apply(api, body)
-        job = await run.start_job(tmp_path, artifacts=model_dirs(artifacts))
-        await rolled_out(api, "wine-tree", 1)
-        stream = Stream(s, total=10**9, chunk=100, pause=0.1)
-        stream.start()
-        await scored(job, "tree", 1)
+        body, job, stream = await tree_serving(
+            api, run, s, broker, artifacts, tmp_path, {"triggerInterval": "500ms"},
+            rollout={"strategy": "Shadow", "shadow": {"minRecords": 500, "maxLatencyRatio": 100}})
 
         # Shadow: the candidate scores every record unseen; its agreement is in status.
         body["spec"]["model"] = model(artifacts, "shallow", 2)
@@ -283,19 +275,10 @@ async def test_a_shadow_reports_agreement_a_corrupt_artifact_is_refused_and_a_re
 async def test_a_real_time_resource_rolls_its_model_at_a_batch_boundary(api, broker, serving, artifacts, tmp_path):
     """spark.trigger realTime from the resource to the job: the spec's rollout reaches a real-time
     query, which takes the new model at a batch's first offset; the job reports no live scaling."""
-    from streaming import models_by_batch
-
     s = serving(partitions=2)
     async with Operated(api, observeInterval=1, rolloutPoll=0.25) as run:
-        body = resource(s.resource_topics, broker, model=model(artifacts, "tree", 1))
-        body["spec"]["input"] = {"format": "json", "fields": list(feed.WINE_COLUMNS)}
-        body["spec"]["spark"].update(trigger="realTime", triggerInterval="5s")
-        await apply(api, body)
-        job = await run.start_job(tmp_path, artifacts=model_dirs(artifacts))
-        await rolled_out(api, "wine-tree", 1)
-        stream = Stream(s, total=10**9, chunk=100, pause=0.1)
-        stream.start()
-        await scored(job, "tree", 1)
+        body, job, stream = await tree_serving(api, run, s, broker, artifacts, tmp_path,
+                                               {"trigger": "realTime", "triggerInterval": "5s"})
         body["spec"]["model"] = model(artifacts, "linear", 2)
         t0 = time.monotonic()
         await apply(api, body)
