@@ -55,3 +55,10 @@ def models_by_batch(outputs: list[dict]) -> list[tuple[str, str]]:
     mixed = {b: v for b, v in per_batch.items() if len(v) > 1}
     assert not mixed, f"batches scored by two versions: {mixed}"
     return [next(iter(per_batch[b])) for b in sorted(per_batch)]
+
+
+def takeovers(outputs: list[dict]) -> list[tuple[str, str]]:
+    """The (name, version) of each model in the order it took over, once per takeover, from the
+    batches' predictions (``models_by_batch``, which fails if a batch was scored by two)."""
+    order = models_by_batch(outputs)
+    return [m for i, m in enumerate(order) if i == 0 or order[i - 1] != m]

@@ -15,7 +15,7 @@ from scorestream.config import REAL_TIME_PMML_ONLY
 from scorestream.demo import feed, models
 
 from standalone import cluster, standalone_conf  # noqa: F401 - fixture
-from streaming import Stream, models_by_batch, wait_until
+from streaming import Stream, takeovers, wait_until
 from test_delivery import _group_gone, all_positions, expected_positions
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
@@ -54,8 +54,7 @@ def test_swap_statistics_and_sigterm_in_real_time_mode(serving, demo_models):
     assert sum(c - 1 for c in seen.values()) == 0, "a graceful stop leaves nothing to redo"
 
     out = s.outputs(expect=sent)
-    order = [name for name, _ in models_by_batch(out)]  # fails if a batch had two versions
-    assert [m for i, m in enumerate(order) if i == 0 or order[i - 1] != m] == ["tree", "linear"]
+    assert [name for name, _ in takeovers(out)] == ["tree", "linear"]  # fails if a batch had two versions
     assert tree_counted == sum(o["model"]["name"] == "tree" for o in out), "statistics per model, exact"
     print(f"real-time: {sent} records over batches {min(o['batchId'] for o in out)}-{max(o['batchId'] for o in out)}, "
           f"SIGTERM to exit {took:.1f}s (batches of 5s)")
@@ -129,5 +128,4 @@ def test_real_time_on_a_standalone_cluster_swaps_and_stops_with_every_record_onc
     seen = all_positions(s, sent, timeout=120)
     assert again.stop() == 0
     assert set(seen) == expected_positions(s, sent) and sum(c - 1 for c in seen.values()) == 0
-    order = [name for name, _ in models_by_batch(s.outputs(expect=sent))]
-    assert [m for i, m in enumerate(order) if i == 0 or order[i - 1] != m] == ["tree", "linear"]
+    assert [name for name, _ in takeovers(s.outputs(expect=sent))] == ["tree", "linear"]
