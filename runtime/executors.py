@@ -28,9 +28,9 @@ class ExecutorControl:
         self.spark = spark
         # A real-time query's tasks hold their executors for whole batches: there is no moment
         # between batches to remove one, and one removed mid-batch would redo its records.
-        cluster = not master.startswith("local")
-        self.live = cluster and not real_time
-        self._fixed = "local mode has no executors to change" if not cluster else \
+        self.cluster = not master.startswith("local")  # executors of their own, not local mode's
+        self.live = self.cluster and not real_time
+        self._fixed = "local mode has no executors to change" if not self.cluster else \
             "a real-time query holds its executors through every batch: the job restarts to change them"
         self.batch_lock = batch_lock
         self.target: int | None = None
@@ -42,7 +42,7 @@ class ExecutorControl:
         self._killed: set[str] = set()
         self._wake = threading.Event()
         self._closed = False
-        self._jvm = spark.sparkContext._jvm.dev.scorestream.jvm.Executors if cluster else None
+        self._jvm = spark.sparkContext._jvm.dev.scorestream.jvm.Executors if self.cluster else None
         if self.live:
             threading.Thread(target=self._apply_loop, name="executor-control", daemon=True).start()
 
@@ -51,7 +51,7 @@ class ExecutorControl:
 
     def ids(self) -> list[str]:
         """The executors registered and not asked to go."""
-        if self._jvm is None:
+        if not self.cluster:
             return ["driver"]
         listed = list(self._jvm.ids(self._sc()))
         self._killed &= set(listed)  # gone for good: forget them

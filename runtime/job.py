@@ -106,7 +106,6 @@ class ServingJob:
         self._tables: tuple[int, RoutingTable] | None = None
         self.scorer: pipeline.BatchScorer | None = None
         self.realtime: RealTimeQuery | None = None  # with spark.trigger realTime
-        self._counted_batch = -1
         self._protobuf: dict | None = None
         self._committed_batch = -1
         self._last_batch = -1  # the last micro-batch this job wrote
@@ -217,7 +216,7 @@ class ServingJob:
             self.realtime = RealTimeQuery(c, self.scorer, self.registry, self.stats,
                                           lambda snap: routing_table(c, snap, self._protobuf))
             # Local mode's slots are what it started with; a cluster's grow as executors register.
-            wait = 0.0 if c.spark.master.startswith("local") else SLOTS_TIMEOUT_SECONDS
+            wait = SLOTS_TIMEOUT_SECONDS if self.executors.cluster else 0.0
             self.realtime.wait_for_slots(self.executors.task_slots, wait, self._stopping)
             return self.realtime.start(self._source())
         return (
@@ -304,9 +303,8 @@ class ServingJob:
     def _after_progress(self) -> None:
         """Commit the last completed batch's end offsets to the data group; record the lag."""
         progress = self.query.lastProgress if self.query is not None else None
-        if progress and self.realtime is not None and progress["batchId"] > self._counted_batch:
-            self._counted_batch = progress["batchId"]
-            self.realtime.count()
+        if progress and self.realtime is not None:
+            self.realtime.count(progress["batchId"])
         if not progress or progress["batchId"] <= self._committed_batch or not progress.get("sources"):
             return
         durations = progress.get("durationMs") or {}

@@ -43,6 +43,7 @@ class RealTimeQuery:
         # The snapshots whose tables batches may have taken since the counts were last drained.
         self._unaccounted: list[Snapshot] = []
         self._generation: int | None = None
+        self._counted_batch = -1
         self.short_of_slots: str | None = None  # why some partitions go unread, if they do
 
     def wait_for_slots(self, slots: Callable[[], int], timeout: float, stopping) -> None:
@@ -89,8 +90,12 @@ class RealTimeQuery:
         self._unaccounted.append(snap)
         log.info("models of generation %d: from the next batch on", snap.generation)
 
-    def count(self) -> None:
-        """After a batch's progress: what its tasks counted, into the serving statistics."""
+    def count(self, batch_id: int) -> None:
+        """After a batch's progress (once per batch): what its tasks counted, into the serving
+        statistics."""
+        if batch_id <= self._counted_batch:
+            return
+        self._counted_batch = batch_id
         counts = self.scorer.drain_counts()
         tables, self._unaccounted = self._unaccounted, self._unaccounted[-1:]
         if counts.in_:

@@ -153,7 +153,8 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
   private Table table() {
     if (table == null) {
       table = Table.of(tableJson);
-      String batch = TaskContext.get() == null ? null : TaskContext.get().getLocalProperty(BATCH_ID);
+      TaskContext task = TaskContext.get();
+      String batch = task == null ? null : task.getLocalProperty(BATCH_ID);
       if (batch != null) table.batchId = Long.parseLong(batch);
     }
     if (!noted) {
