@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from scorestream.config import JobConfig, SparkConfig, duration_seconds
+from scorestream.config import REAL_TIME_MIN_SECONDS, JobConfig, SparkConfig, duration_seconds
 from scorestream.demo import feed
 from scorestream.demo.broker import free_port
 from scorestream.demo.process import JobProcess
@@ -17,7 +17,7 @@ def default_trigger() -> str:
     return SparkConfig().trigger_interval
 
 
-REAL_TIME_BATCH = "5s"  # Spark's shortest
+REAL_TIME_BATCH = f"{REAL_TIME_MIN_SECONDS:g}s"  # Spark's shortest
 
 
 class Job:

@@ -327,7 +327,7 @@ def main() -> None:
     ap.add_argument("--per-batch", type=int, default=50_000,
                     help="scorestream's maxOffsetsPerTrigger, and the records left out of the steady rate")
     ap.add_argument("--warm-records", type=int, default=600_000,
-                    help="records (K), scorestream PMML and (R) read before their warm window: the same count as "
+                    help="records (K), scorestream PMML and rt read before their warm window: the same count as "
                          "--records, read again once the JIT has had time (default 600,000; 0: no warm window)")
     ap.add_argument("--only", type=parts, default=list(PARTS), help=f"comma-separated: {','.join(PARTS)},latency")
     ap.add_argument("--latency-rate", type=float, help="records/s for the latency runs (default: half scorestream's PMML rate)")

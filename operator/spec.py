@@ -368,18 +368,20 @@ REAL_TIME_NO_AUTOSCALING = ("trigger realTime takes no autoscaling: a real-time 
                             " every batch, so they change by restarting the job, to spec.replicas")
 
 
+def _unless_real_time(rule: str, message: str) -> tuple[str, str]:
+    """A CEL rule that must hold when spec.spark.trigger is realTime."""
+    return f"!has(self.spark.trigger) || self.spark.trigger != 'realTime' || {rule}", message
+
+
 class ModelServingSpec(Strict):
     """The desired state of one serving job."""
 
     model_config = Strict.model_config | {"json_schema_extra": _rules(
         ("self.dataType == oldSelf.dataType",
          "dataType is immutable: it keys the model messages this job serves"),
-        ("!has(self.spark.trigger) || self.spark.trigger != 'realTime' || !has(self.kafka.maxOffsetsPerTrigger)",
-         REAL_TIME_NO_MAX_OFFSETS),
-        ("!has(self.spark.trigger) || self.spark.trigger != 'realTime' || !has(self.model) || self.model.format == 'pmml'",
-         REAL_TIME_PMML_ONLY),
-        ("!has(self.spark.trigger) || self.spark.trigger != 'realTime' || !has(self.autoscaling)",
-         REAL_TIME_NO_AUTOSCALING))}
+        _unless_real_time("!has(self.kafka.maxOffsetsPerTrigger)", REAL_TIME_NO_MAX_OFFSETS),
+        _unless_real_time("!has(self.model) || self.model.format == 'pmml'", REAL_TIME_PMML_ONLY),
+        _unless_real_time("!has(self.autoscaling)", REAL_TIME_NO_AUTOSCALING))}
 
     data_type: str = Field(alias="dataType", pattern=_DATA_TYPE)
     """The routing key: records whose dataType field has this value are scored by this resource's
