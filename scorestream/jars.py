@@ -89,6 +89,9 @@ def resolve(name: str) -> list[Path]:
         try:
             _fetch(name, tmp)
             verify(name, tmp, lock)  # never cache what the lock refuses
+            # mkdtemp makes 0700: the jars are read by whoever runs Spark (an image's runtime
+            # user, a random UID in group 0), not only by who resolved them.
+            tmp.chmod(0o755)
             try:
                 tmp.rename(target)  # atomic: readers see no directory or a complete one
             except OSError:
@@ -151,6 +154,7 @@ def write_lock(path: Path = LOCK) -> None:
             if target.is_dir() and {j.name: sha256(j) for j in target.glob("*.jar")} != digests:
                 shutil.rmtree(target)
             if not target.is_dir():
+                tmp.chmod(0o755)
                 tmp.rename(target)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

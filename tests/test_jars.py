@@ -67,3 +67,12 @@ def test_without_maven_a_cold_cache_says_so(tmp_path, monkeypatch):
     with pytest.raises(jars.JarError, match="`mvn` .* not found"):
         jars.resolve("kafka-broker")
     assert not any((tmp_path / "empty").iterdir())  # no half-written set left behind
+
+
+def test_a_resolved_set_is_readable_by_every_user(tmp_path, monkeypatch):
+    """The image's runtime user (and OpenShift's random UIDs) read jars that root resolved."""
+    monkeypatch.setenv("SCORESTREAM_CACHE", str(tmp_path / "cache"))
+    target = jars.cache_dir("spark-kafka")
+    for jar in jars.resolve("spark-kafka"):
+        assert jar.stat().st_mode & 0o004, f"{jar} is not readable by others"
+    assert target.stat().st_mode & 0o005 == 0o005, f"{target} has mode {oct(target.stat().st_mode)}"
