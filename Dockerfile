@@ -1,15 +1,18 @@
 # syntax=docker/dockerfile:1
-# One file, two images (no Docker engine runs on the development machines; hadolint checks this
-# file there, and tests/test_dockerfile.py checks it installs exactly what `make setup` installs):
-#   docker build --target operator -t scorestream-operator .
-#   docker build --target runtime  -t scorestream-runtime  .
-# Versions are build arguments; the Python packages are pinned by requirements.lock, the same
-# constraints file `make setup` uses.
+# One file, three images. `make images` builds them (buildah where no Docker engine runs) into
+# OCI archives; by hand:
+#   docker build --target operator     -t scorestream-operator .
+#   docker build --target runtime-pmml -t scorestream-runtime-pmml .   # PMML only, no TensorFlow
+#   docker build --target runtime      -t scorestream-runtime .        # PMML and TensorFlow
+# The base is any Debian-bookworm Python image (a digest where a registry serves one:
+# --build-arg BASE_IMAGE=python:3.11-slim-bookworm@sha256:...). The Python packages are pinned by
+# requirements.lock, the same constraints file `make setup` uses (tests/test_dockerfile.py).
+# Every file is readable by the runtime user and by any UID in group 0 (OpenShift's random UIDs).
 ARG PYTHON_VERSION=3.11
-ARG DEBIAN_RELEASE=bookworm
+ARG BASE_IMAGE=python:${PYTHON_VERSION}-slim-bookworm
 
-# --- sources, shared by both images -------------------------------------------------------------
-FROM python:${PYTHON_VERSION}-slim-${DEBIAN_RELEASE} AS source
+# --- sources, shared by every image ------------------------------------------------------------
+FROM ${BASE_IMAGE} AS source
 WORKDIR /src
 COPY pyproject.toml requirements.lock README.md ./
 COPY scorestream scorestream
@@ -17,39 +20,57 @@ COPY runtime runtime
 COPY operator operator
 
 # --- the operator: Python, kopf and the Kubernetes client; no Spark, no TensorFlow ---------------
-FROM python:${PYTHON_VERSION}-slim-${DEBIAN_RELEASE} AS operator
+FROM ${BASE_IMAGE} AS operator
 ARG PIP_VERSION=25.3
+# A build machine behind a TLS-inspecting proxy names its CA bundle here, mounted for the build
+# alone (hack/images.py does): nothing of it stays in an image.
+ARG PIP_CERT
+ARG VERSION=0.1.0
+LABEL org.opencontainers.image.title="scorestream-operator" \
+      org.opencontainers.image.description="The scorestream operator: runs a Spark job per ModelServing" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.licenses="Apache-2.0"
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY --from=source /src /src
-RUN pip install "pip==${PIP_VERSION}" \
-    && pip install -c /src/requirements.lock "/src[operator]" \
+RUN python -m pip install "pip==${PIP_VERSION}" \
+    && python -m pip install -c /src/requirements.lock "/src[operator]" \
     && rm -rf /src \
-    && useradd --uid 1000 --user-group --no-create-home --shell /usr/sbin/nologin scorestream
-USER 1000:1000
+    && useradd --uid 1000 --gid 0 --no-create-home --shell /usr/sbin/nologin scorestream
+USER 1000:0
+# the operator's health probe and its metrics
 EXPOSE 8080 9090
 ENTRYPOINT ["scorestream"]
 CMD ["operator"]
 
 # --- the JVM scorer, compiled once with a JDK that the runtime image does not carry, and Spark's
 # --- Kafka connector, resolved by Maven and checked against scorestream/jars.lock ----------------
-FROM python:${PYTHON_VERSION}-slim-${DEBIAN_RELEASE} AS scorer
+FROM ${BASE_IMAGE} AS scorer
 ARG PIP_VERSION=25.3
 ARG JDK_PACKAGE=openjdk-17-jdk-headless
+ARG PIP_CERT
+ARG MAVEN_OPTS
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 SCORESTREAM_JVM_DIR=/jvm SCORESTREAM_CACHE=/jars
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends "${JDK_PACKAGE}" maven \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=source /src /src
-RUN pip install "pip==${PIP_VERSION}" \
-    && pip install -c /src/requirements.lock "/src[runtime]" \
+RUN python -m pip install "pip==${PIP_VERSION}" \
+    && python -m pip install -c /src/requirements.lock "/src[runtime]" \
     && scorestream build-jvm \
     && python -m scorestream.jars resolve spark-kafka
 
-# --- the runtime: Java 17, pyspark and its Kafka connector, the PMML4S jars, the scorer, TensorFlow
-FROM python:${PYTHON_VERSION}-slim-${DEBIAN_RELEASE} AS runtime
+# --- the runtime, PMML only: Java 17, pyspark and its Kafka connector, PMML4S, the scorer ---------
+FROM ${BASE_IMAGE} AS runtime-pmml
 ARG PIP_VERSION=25.3
+ARG PIP_CERT
 ARG JRE_PACKAGE=openjdk-17-jre-headless
+ARG VERSION=0.1.0
+ARG FLAVOUR=pmml
+LABEL org.opencontainers.image.title="scorestream-runtime-${FLAVOUR}" \
+      org.opencontainers.image.description="The scorestream serving job (driver and Spark executors), ${FLAVOUR}" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.licenses="Apache-2.0"
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
     SCORESTREAM_JVM_DIR=/opt/scorestream/jvm SCORESTREAM_CACHE=/opt/scorestream/jars \
     PYSPARK_PYTHON=python PYSPARK_DRIVER_PYTHON=python HOME=/tmp
@@ -58,15 +79,30 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends "${JRE_PACKAGE}" procps tini \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=source /src /src
-RUN pip install "pip==${PIP_VERSION}" \
-    && pip install -c /src/requirements.lock "/src[runtime]" \
+RUN python -m pip install "pip==${PIP_VERSION}" \
+    && python -m pip install -c /src/requirements.lock "/src[runtime]" \
     && rm -rf /src \
-    && useradd --uid 185 --user-group --no-create-home --shell /usr/sbin/nologin spark
-COPY --from=scorer /jvm /opt/scorestream/jvm
-COPY --from=scorer /jars /opt/scorestream/jars
+    && useradd --uid 185 --gid 0 --no-create-home --shell /usr/sbin/nologin spark \
+    && chmod g=u /etc/passwd
+COPY --from=scorer --chown=185:0 /jvm /opt/scorestream/jvm
+COPY --from=scorer --chown=185:0 /jars /opt/scorestream/jars
 COPY --chmod=0755 runtime/docker/entrypoint.sh /opt/scorestream/entrypoint.sh
-USER 185:185
+RUN chmod -R g=u /opt/scorestream
+USER 185:0
 WORKDIR /tmp
-EXPOSE 8080
+# the job's control port, its read-only port (/metrics, /stats, /models, probes), Spark's driver
+# RPC and block manager (operator/desired.py)
+EXPOSE 8080 9090 7078 7079
 ENTRYPOINT ["tini", "--", "/opt/scorestream/entrypoint.sh"]
 CMD ["driver"]
+
+# --- the runtime with TensorFlow: the PMML image plus TensorFlow ----------------------------------
+FROM runtime-pmml AS runtime
+ARG PIP_CERT
+USER 0
+COPY --from=source /src /src
+RUN python -m pip install -c /src/requirements.lock "/src[runtime,tensorflow]" \
+    && rm -rf /src
+LABEL org.opencontainers.image.title="scorestream-runtime" \
+      org.opencontainers.image.description="The scorestream serving job (driver and Spark executors), PMML and TensorFlow"
+USER 185:0

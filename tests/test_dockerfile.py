@@ -83,3 +83,23 @@ def test_the_runtime_image_runs_as_non_root_with_spark_s_executor_entrypoint():
     assert "USER 185" in runtime_stage and "entrypoint.sh" in runtime_stage
     entrypoint = (REPO / "runtime" / "docker" / "entrypoint.sh").read_text()
     assert "KubernetesExecutorBackend" in entrypoint and "SPARK_DRIVER_URL" in entrypoint
+
+
+def test_every_stage_builds_on_the_base_argument_and_the_context_holds_only_sources():
+    froms = re.findall(r"^FROM (\S+)", DOCKERFILE, re.M)
+    assert all(f in ("${BASE_IMAGE}", "runtime-pmml") for f in froms), froms
+    assert arg("BASE_IMAGE") == "python:${PYTHON_VERSION}-slim-bookworm"
+    ignore = (REPO / ".dockerignore").read_text().splitlines()
+    # everything out by default: a developer's build output or virtualenv never reaches an image
+    assert ignore[ignore.index("*")] == "*" and "runtime/jvm/build/" in ignore
+    copied = {line.split()[1] for line in re.findall(r"^COPY (?!--)[^\n]+", DOCKERFILE, re.M)} - {"--from=source"}
+    assert all(f"!{c.rstrip('/')}" in ignore or f"!{c.rstrip('/')}/" in ignore for c in copied if not c.startswith("--")), copied
+
+
+def test_the_pmml_flavour_leaves_tensorflow_out_and_the_runtime_adds_it():
+    pmml_stage = DOCKERFILE.split("AS runtime-pmml", 1)[1].split("\nFROM ", 1)[0]
+    tf_stage = DOCKERFILE.split("FROM runtime-pmml AS runtime", 1)[1]
+    assert '"/src[runtime]"' in pmml_stage and "tensorflow" not in pmml_stage.split("ENTRYPOINT")[0].lower()
+    assert '"/src[runtime,tensorflow]"' in tf_stage and "USER 185:0" in tf_stage
+    assert PYPROJECT["project"]["optional-dependencies"]["tensorflow"] == ["tensorflow-cpu==2.21.0"]
+    assert not any("tensorflow" in d for d in PYPROJECT["project"]["optional-dependencies"]["runtime"])

@@ -4,6 +4,13 @@
 # the environment (Spark's documented contract for custom images).
 set -euo pipefail
 
+# A random UID in group 0 (OpenShift's restricted SCC) has no passwd entry, and Hadoop's login in
+# Spark fails without one: add it, as Spark's own images do (the image leaves /etc/passwd writable
+# by group 0 for this alone).
+if ! getent passwd "$(id -u)" >/dev/null 2>&1 && [ -w /etc/passwd ]; then
+  echo "spark-$(id -u):x:$(id -u):$(id -g):anonymous uid:/tmp:/usr/sbin/nologin" >> /etc/passwd
+fi
+
 SPARK_HOME="${SPARK_HOME:-$(python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')}"
 
 case "${1:-driver}" in
