@@ -62,9 +62,9 @@ SERVER_SETTINGS = {
 }
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
@@ -87,14 +87,16 @@ def cluster_id() -> str:
 
 
 class EmbeddedBroker:
-    """An Apache Kafka broker on free loopback ports; a context manager that always stops it.
+    """An Apache Kafka broker on free ports of `host` (loopback unless pods must reach it); a
+    context manager that always stops it.
 
     Its log goes to `log` (appended), or to its data directory, removed with it, when None.
     """
 
-    def __init__(self, port: int | None = None, log: Path | None = None):
-        self.port = port or free_port()
-        self.bootstrap = f"127.0.0.1:{self.port}"
+    def __init__(self, port: int | None = None, log: Path | None = None, host: str = "127.0.0.1"):
+        self.host = host
+        self.port = port or free_port(host)
+        self.bootstrap = f"{host}:{self.port}"
         self.log = Path(log) if log else None
         self.proc: subprocess.Popen | None = None
         self.data_dir: Path | None = None
@@ -140,15 +142,15 @@ class EmbeddedBroker:
 
     def _write_config(self, log: Path) -> Path:
         assert self.data_dir is not None
-        controller = free_port()
+        controller = free_port(self.host)
         while controller == self.port:
-            controller = free_port()
+            controller = free_port(self.host)
         settings = {
             **SERVER_SETTINGS,
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller}",
+            "listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{controller}",
+            "advertised.listeners": f"PLAINTEXT://{self.host}:{self.port},CONTROLLER://{self.host}:{controller}",
             # A dynamic quorum of one (KIP-853): `format --standalone` makes this node its voter.
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}",
+            "controller.quorum.bootstrap.servers": f"{self.host}:{controller}",
             "log.dirs": str(self.data_dir / "data"),
         }
         props = self.data_dir / "server.properties"
@@ -175,7 +177,7 @@ class EmbeddedBroker:
         from confluent_kafka.admin import AdminClient
 
         try:
-            with closing(socket.create_connection(("127.0.0.1", self.port), timeout=0.5)):
+            with closing(socket.create_connection((self.host, self.port), timeout=0.5)):
                 pass
         except OSError:
             return False
