@@ -41,7 +41,11 @@ def _tf():
     global _import_seconds
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     started = time.perf_counter()
-    import tensorflow as tf
+    try:
+        import tensorflow as tf
+    except ModuleNotFoundError:
+        raise RuntimeError("TensorFlow is not installed here: the PMML-only runtime image "
+                           "(scorestream-runtime-pmml) serves PMML models; use scorestream-runtime for TensorFlow") from None
 
     if _import_seconds is None:
         _import_seconds = time.perf_counter() - started
