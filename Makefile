@@ -7,7 +7,11 @@ BIN    := $(VENV)/bin
 # Re-install when the pins change (Python packages, the jars of scorestream/jars.lock, the control plane's Go modules).
 STAMP  := $(VENV)/.setup-$(shell cat pyproject.toml requirements.lock scorestream/jars.lock tests/cluster/*/go.* 2>/dev/null | sha1sum | cut -c1-12)
 
-.PHONY: setup demo test bench clean
+# The real node's parts and the image builder, from Debian (bookworm fixes their versions:
+# containerd 1.6, runc 1.1, the CNI plugins 1.1, buildah 1.28).
+NODE_PACKAGES := containerd runc containernetworking-plugins buildah debootstrap iptables conntrack
+
+.PHONY: setup demo test bench clean images dist node-packages
 
 setup: $(STAMP)
 
@@ -34,6 +38,8 @@ $(STAMP):
 	  echo "go not found: installing Go (Debian), to build the tests' Kubernetes control plane"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go; }
 	$(BIN)/python tests/kube_cluster.py
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory images; \
+	  else echo "not root: the images and the real node's tests are skipped (they need containerd and buildah as root)"; fi
 	@rm -f $(VENV)/.setup-* && touch $@
 
 demo: setup
@@ -45,5 +51,19 @@ test: setup
 bench: setup
 	$(BIN)/python benchmarks/throughput.py
 
+node-packages:
+	@command -v buildah >/dev/null 2>&1 && command -v containerd >/dev/null 2>&1 && [ -x /usr/lib/cni/bridge ] || { \
+	  echo "installing the real node's parts and buildah (Debian): $(NODE_PACKAGES)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(NODE_PACKAGES); }
+
+# The images, built from the Dockerfile into OCI archives (cached by their inputs); sizes printed.
+# BASE_IMAGE=python:3.11-slim-bookworm@sha256:... pulls a base; unset, one is made from Debian's packages.
+images: node-packages
+	$(PYTHON) hack/images.py build
+
+# What a user installs from: dist/ holds the chart package, the image archives and SHA256SUMS.
+dist: node-packages
+	$(PYTHON) hack/images.py dist
+
 clean:
-	rm -rf $(VENV) runtime/jvm/build
+	rm -rf $(VENV) runtime/jvm/build dist

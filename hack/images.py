@@ -1,0 +1,347 @@
+"""The project's images, built from the Dockerfile into OCI archives cached by the digest of their inputs.
+
+    python hack/images.py build [TARGET...]   # operator, runtime-pmml, runtime: archives, sizes
+    python hack/images.py dist                # the archives, the chart package and SHA256SUMS in dist/
+
+Docker builds where a Docker engine answers; elsewhere buildah, daemonless, with a storage of its
+own under the cache (the host's /var/lib/containers is left alone). The base is BASE_IMAGE (pulled
+by the engine: give a digest) or, where none is given, one made here from Debian's packages with
+debootstrap — Debian bookworm's Python 3.11 with pip, what the official `python:3.11-slim-bookworm`
+holds — and stored under that name, so the Dockerfile builds unchanged on a machine that reaches
+no image registry. Each archive's name carries the digest of everything that went into it (the
+Dockerfile, the files of the build context, the build arguments, the base image's id): a warm
+cache builds nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+DEBIAN_RELEASE = "bookworm"
+DEFAULT_BASE = "docker.io/library/python:3.11-slim-bookworm"
+# What the official slim image holds that a minbase lacks: Python, pip (from the wheel that
+# python3-venv brings), CA certificates for pip and Maven.
+BASE_PACKAGES = ("python3", "python3-venv", "python-is-python3", "ca-certificates")
+
+
+@dataclass(frozen=True)
+class Image:
+    target: str  # the Dockerfile's stage
+    name: str  # what the chart and a ModelServing call it
+
+    @property
+    def ref(self) -> str:
+        return f"localhost/{self.name}:{VERSION}"
+
+
+IMAGES = {i.target: i for i in (Image("operator", "scorestream-operator"),
+                                 Image("runtime-pmml", "scorestream-runtime-pmml"),
+                                 Image("runtime", "scorestream-runtime"))}
+
+
+class BuildError(RuntimeError):
+    pass
+
+
+def cache() -> Path:
+    root = os.environ.get("SCORESTREAM_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "scorestream"
+    return Path(root) / "images"
+
+
+def _run(*cmd: str, capture: bool = True, **kw) -> str:
+    res = subprocess.run(cmd, capture_output=capture, text=True, **kw)
+    if res.returncode != 0:
+        out = (res.stdout or "") + (res.stderr or "") if capture else ""
+        raise BuildError(f"{' '.join(cmd[:4])} … failed (exit {res.returncode}):\n{out[-4000:]}")
+    return res.stdout if capture else ""
+
+
+# ----------------------------------------------------------------------------- engines
+class Buildah:
+    """buildah with a storage of its own: the images never mix with the host's."""
+
+    def __init__(self) -> None:
+        if not shutil.which("buildah"):
+            raise BuildError("neither a Docker engine nor buildah: `apt-get install buildah` (Debian)")
+        self.root = cache() / "storage"
+        self.runroot = Path("/run/scorestream-buildah")
+
+    def __call__(self, *args: str, capture: bool = True) -> str:
+        return _run("buildah", "--root", str(self.root), "--runroot", str(self.runroot),
+                    "--storage-driver", "overlay", *args, capture=capture)
+
+    def image_id(self, ref: str) -> str | None:
+        try:
+            return self("inspect", "--type", "image", "--format", "{{.FromImageID}}", ref).strip()
+        except BuildError:
+            return None
+
+    def build(self, target: str, ref: str, build_args: dict[str, str], pull: bool) -> None:
+        args = [f"--build-arg={k}={v}" for k, v in {**build_args, **_local_ca_args()}.items()]
+        mounts = [f"--volume={host}:{inside}:ro" for host, inside in LOCAL_CA_MOUNTS.items()] if _local_ca_args() else []
+        # The host's network for RUN steps: they fetch from PyPI, Debian and Maven Central.
+        self("bud", "--layers", "--network=host", f"--pull={'true' if pull else 'never'}", "--target", target,
+             "-t", ref, *args, *mounts, "-f", str(REPO / "Dockerfile"), str(REPO), capture=False)
+
+    def save(self, ref: str, archive: Path) -> None:
+        self("push", "--quiet", ref, f"oci-archive:{archive}:{ref}")
+
+
+class Docker:
+    def __call__(self, *args: str, capture: bool = True) -> str:
+        return _run("docker", *args, capture=capture)
+
+    @staticmethod
+    def available() -> bool:
+        if not shutil.which("docker"):
+            return False
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=20).returncode == 0
+
+    def image_id(self, ref: str) -> str | None:
+        try:
+            return self("image", "inspect", "--format", "{{.Id}}", ref).strip()
+        except BuildError:
+            return None
+
+    def build(self, target: str, ref: str, build_args: dict[str, str], pull: bool) -> None:
+        args = [f"--build-arg={k}={v}" for k, v in build_args.items()]
+        self("build", *(["--pull"] if pull else []), "--target", target, "-t", ref, *args, str(REPO), capture=False)
+
+    def save(self, ref: str, archive: Path) -> None:
+        # docker save writes an OCI image layout since Docker 25; skopeo makes it an oci-archive.
+        with tempfile.TemporaryDirectory() as tmp:
+            self("save", "-o", f"{tmp}/image.tar", ref)
+            _run("skopeo", "copy", f"docker-archive:{tmp}/image.tar", f"oci-archive:{archive}:{ref}")
+
+
+# A machine whose TLS goes through an inspecting proxy trusts that proxy's CA locally
+# (/usr/local/share/ca-certificates); its RUN steps' pip and Maven must too. The machine's bundles
+# are mounted for the build alone and named by build arguments the Dockerfile declares.
+LOCAL_CA_MOUNTS = {"/etc/ssl/certs/ca-certificates.crt": "/run/build-ca/ca-certificates.crt",
+                   "/etc/ssl/certs/java/cacerts": "/run/build-ca/cacerts"}
+
+
+def _local_ca_args() -> dict[str, str]:
+    if not any(Path("/usr/local/share/ca-certificates").glob("*.crt")) or not all(map(os.path.isfile, LOCAL_CA_MOUNTS)):
+        return {}
+    return {"PIP_CERT": LOCAL_CA_MOUNTS["/etc/ssl/certs/ca-certificates.crt"],
+            "MAVEN_OPTS": f"-Djavax.net.ssl.trustStore={LOCAL_CA_MOUNTS['/etc/ssl/certs/java/cacerts']}"}
+
+
+def engine() -> Buildah | Docker:
+    return Docker() if Docker.available() else Buildah()
+
+
+# ----------------------------------------------------------------------------- the base from Debian
+def debian_base(engine: Buildah | Docker, ref: str = DEFAULT_BASE) -> str:
+    """Make `ref` from Debian's packages unless the engine holds it already; returns its id."""
+    found = engine.image_id(ref)
+    if found:
+        return found
+    if not isinstance(engine, Buildah):
+        raise BuildError(f"{ref} is not in the Docker engine: pull it, or set BASE_IMAGE")
+    if not shutil.which("debootstrap"):
+        raise BuildError("debootstrap not found: `apt-get install debootstrap` (Debian), or set BASE_IMAGE")
+    started = time.monotonic()
+    container = engine("from", "scratch").strip()
+    try:
+        root = Path(engine("mount", container).strip())
+        _run("debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", DEBIAN_RELEASE,
+             str(root), _debian_mirror())
+        # A container's Python is its own: pip installs into /usr/local as in the official image.
+        for marker in root.glob("usr/lib/python3*/EXTERNALLY-MANAGED"):
+            marker.unlink()
+        # pip from the wheel Debian ships for venvs (what ensurepip would install; Debian
+        # disables ensurepip for the system Python), into /usr/local where `pip install pip==X`
+        # can replace it.
+        wheel = next(root.glob("usr/share/python-wheels/pip-*.whl")).relative_to(root)
+        _run("chroot", str(root), "python3", f"/{wheel}/pip", "install", "--no-index", "--no-cache-dir", f"/{wheel}")
+        for junk in ("var/lib/apt/lists", "var/cache/apt", "usr/share/doc", "usr/share/man", "usr/share/locale"):
+            shutil.rmtree(root / junk, ignore_errors=True)
+        # apt's list directory, and man1, where the JDK's post-install links its pages (it fails
+        # without the directory, as on Debian's own slim images)
+        for kept in ("var/lib/apt/lists/partial", "usr/share/man/man1"):
+            (root / kept).mkdir(parents=True, exist_ok=True)
+        engine("umount", container)
+        engine("config", "--env", "LANG=C.UTF-8", "--env", "PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin",
+               "--cmd", "python3", "--label", f"org.opencontainers.image.description=Debian {DEBIAN_RELEASE} with "
+               "Python and pip, made by scorestream's hack/images.py from Debian's packages", container)
+        engine("commit", "--quiet", container, ref)
+    finally:
+        subprocess.run(["buildah", "--root", str(engine.root), "--runroot", str(engine.runroot), "rm", container],
+                       capture_output=True)
+    print(f"base {ref} made from Debian's packages in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return engine.image_id(ref) or ""
+
+
+def _debian_mirror() -> str:
+    """The mirror this machine's apt uses (the one registry of Debian packages it reaches)."""
+    for source in [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]:
+        if not source.is_file():
+            continue
+        for line in source.read_text().splitlines():
+            words = line.split()
+            if line.startswith("URIs:") and words[1:] and not words[1].endswith("-security"):
+                return words[1]
+            if words[:1] == ["deb"] and "security" not in line:
+                return next(w for w in words[1:] if w.startswith("http"))
+    return "http://deb.debian.org/debian"
+
+
+# ----------------------------------------------------------------------------- inputs and archives
+def context_files() -> list[Path]:
+    """The build context as .dockerignore leaves it: its `!` lines are what the Dockerfile copies."""
+    lines = [l.strip() for l in (REPO / ".dockerignore").read_text().splitlines() if l.strip() and not l.startswith("#")]
+    included = [l[1:].rstrip("/") for l in lines if l.startswith("!")]
+    excluded = [l.rstrip("/") for l in lines if not l.startswith("!") and l != "*"]
+    files = []
+    for entry in included:
+        path = REPO / entry
+        for f in sorted([path] if path.is_file() else path.rglob("*")):
+            rel = f.relative_to(REPO).as_posix()
+            if f.is_file() and not any(fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(rel, pat + "/*")
+                                       or any(fnmatch.fnmatch(part, pat.lstrip("*/")) for part in rel.split("/"))
+                                       for pat in excluded):
+                files.append(f)
+    return files
+
+
+def inputs_digest(target: str, build_args: dict[str, str], base_id: str) -> str:
+    h = hashlib.sha256()
+    for part in (target, json.dumps(build_args, sort_keys=True), base_id):
+        h.update(part.encode() + b"\0")
+    for f in [REPO / "Dockerfile", REPO / ".dockerignore", *context_files()]:
+        h.update(f.relative_to(REPO).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def archive_path(image: Image, digest: str) -> Path:
+    return cache() / f"{image.name}-{VERSION}-{digest}.oci.tar"
+
+
+def build(targets: list[str], base: str | None = None) -> dict[str, Path]:
+    """Each target's OCI archive, built where its inputs changed; prints each image's sizes."""
+    eng = engine()
+    pull = base is not None
+    base_ref = base or DEFAULT_BASE
+    base_id = base_ref if pull else debian_base(eng)
+    build_args = {"BASE_IMAGE": base_ref, "VERSION": VERSION}
+    cache().mkdir(parents=True, exist_ok=True)
+    out = {}
+    for target in targets:
+        image = IMAGES[target]
+        archive = archive_path(image, inputs_digest(target, build_args, base_id))
+        if not archive.is_file():
+            started = time.monotonic()
+            eng.build(target, image.ref, build_args, pull)
+            partial = archive.with_suffix(".partial")
+            partial.unlink(missing_ok=True)
+            eng.save(image.ref, partial)
+            partial.replace(archive)
+            print(f"built {image.ref} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+        out[target] = archive
+        print(f"{image.ref:<45} {human(unpacked_size(archive)):>9} unpacked  {human(archive.stat().st_size):>9} archive  {archive}")
+    return out
+
+
+def unpacked_size(archive: Path) -> int:
+    """The sum of the image's layers, uncompressed (what a node's disk holds)."""
+    with tarfile.open(archive) as tar:
+        index = json.load(tar.extractfile("index.json"))
+        manifest = json.load(tar.extractfile(_blob(index["manifests"][0]["digest"])))
+        total = 0
+        for layer in manifest["layers"]:
+            member = tar.extractfile(_blob(layer["digest"]))
+            if layer["mediaType"].endswith("gzip"):
+                import gzip
+                with gzip.open(member) as g:
+                    while chunk := g.read(1 << 20):
+                        total += len(chunk)
+            else:
+                total += layer["size"]
+        return total
+
+
+def _blob(digest: str) -> str:
+    algo, _, hexdigest = digest.partition(":")
+    return f"blobs/{algo}/{hexdigest}"
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit in ("B", "KiB") else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def dist(out: Path, base: str | None = None) -> list[Path]:
+    """What a user installs from: the chart package and the image archives, with their checksums."""
+    archives = build(list(IMAGES), base)
+    out.mkdir(parents=True, exist_ok=True)
+    sys.path.insert(0, str(REPO / "tests"))
+    import helm as helm_tool
+
+    files = []
+    for target, archive in archives.items():
+        copy = out / f"{IMAGES[target].name}-{VERSION}.oci.tar"
+        shutil.copyfile(archive, copy)
+        files.append(copy)
+    _run(str(helm_tool.ensure()), "package", str(REPO / "charts" / "scorestream"), "--version", VERSION,
+         "--app-version", VERSION, "-d", str(out))
+    files.append(out / f"scorestream-{VERSION}.tgz")
+    sums = "".join(f"{_sha256(f)}  {f.name}\n" for f in files)
+    (out / "SHA256SUMS").write_text(sums)
+    for f in files:
+        print(f"{human(f.stat().st_size):>9}  {f}")
+    return files
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="hack/images.py", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build images into OCI archives (cached) and print their sizes")
+    b.add_argument("targets", nargs="*", metavar="TARGET", help=f"any of {', '.join(IMAGES)} (default: all)")
+    d = sub.add_parser("dist", help="write the chart package, the image archives and SHA256SUMS")
+    d.add_argument("--out", type=Path, default=REPO / "dist")
+    args = parser.parse_args(argv)
+    base = os.environ.get("BASE_IMAGE") or None
+    try:
+        if args.command == "build":
+            unknown = set(args.targets) - set(IMAGES)
+            if unknown:
+                parser.error(f"unknown target {', '.join(sorted(unknown))} (known: {', '.join(IMAGES)})")
+            build(args.targets or list(IMAGES), base)
+        else:
+            dist(args.out, base)
+    except BuildError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
