@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import ipaddress
 import json
 import os
 import shutil
@@ -52,15 +53,21 @@ def _ldflags() -> str:
     return " ".join(["-s", "-w", *stamps])
 
 
-# module directory → the packages it builds (binary name = last path element)
+# module directory → the packages it builds (binary name = last path element; "." = the module's name).
+# The control plane is kube's first three, etcd and kwok; the real node (tests/node.py) adds the
+# kubelet, kube-proxy, CoreDNS and the pod sandbox's pause.
 BUILDS = {
     "kube": ["k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager",
-             "k8s.io/kubernetes/cmd/kube-scheduler"],
+             "k8s.io/kubernetes/cmd/kube-scheduler", "k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy"],
     "etcd": ["."],
     "kwok": ["sigs.k8s.io/kwok/cmd/kwok"],
+    "coredns": ["github.com/coredns/coredns"],
+    "pause": ["."],
 }
-BINARIES = {"kube-apiserver": "kube", "kube-controller-manager": "kube", "kube-scheduler": "kube",
-            "etcd": "etcd", "kwok": "kwok"}
+
+
+def _binary_names(module: str) -> list[str]:
+    return [module if p == "." else p.rsplit("/", 1)[-1] for p in BUILDS[module]]
 
 
 def _go() -> str:
@@ -70,28 +77,30 @@ def _go() -> str:
     return go
 
 
-def bin_dir() -> Path:
-    """The cache directory for these pins and this Go toolchain."""
+def module_dir(module: str) -> Path:
+    """The cache directory of one module's binaries, for its pins and this Go toolchain: a module
+    that changes rebuilds alone."""
     digest = hashlib.sha256()
     digest.update(subprocess.run([_go(), "version"], capture_output=True, text=True, check=True).stdout.encode())
     digest.update(_ldflags().encode())
-    for module in sorted(BUILDS):
-        for name in ("go.mod", "go.sum", "main.go"):
-            p = SOURCES / module / name
-            if p.is_file():
-                digest.update(f"{module}/{name}\0".encode() + p.read_bytes())
-    return CACHE / f"{KUBE_VERSION}-{digest.hexdigest()[:12]}"
+    for name in ("go.mod", "go.sum", "main.go"):
+        p = SOURCES / module / name
+        if p.is_file():
+            digest.update(f"{name}\0".encode() + p.read_bytes())
+    return CACHE / f"{module}-{KUBE_VERSION}-{digest.hexdigest()[:12]}"
 
 
-def build(verbose: bool = False) -> Path:
-    """Build what is missing; returns the directory holding all five binaries."""
-    out = bin_dir()
+def build(modules=tuple(BUILDS), verbose: bool = False) -> dict[str, Path]:
+    """Build what is missing; returns every binary of these modules by name."""
     env = {**os.environ, "GOFLAGS": "-mod=readonly -buildvcs=false", "CGO_ENABLED": "0"}
-    for module, packages in BUILDS.items():
-        names = [module if p == "." else p.rsplit("/", 1)[-1] for p in packages]
+    binaries = {}
+    for module in modules:
+        packages, names, out = BUILDS[module], _binary_names(module), module_dir(module)
+        binaries.update({n: out / n for n in names})
         if all((out / n).is_file() for n in names):
             continue
-        staging = Path(tempfile.mkdtemp(prefix=f"build-{module}-", dir=CACHE.parent if CACHE.parent.exists() else None))
+        CACHE.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f"build-{module}-", dir=CACHE))
         try:
             started = time.monotonic()
             target = staging / module if packages == ["."] else staging
@@ -105,7 +114,7 @@ def build(verbose: bool = False) -> Path:
             print(f"built {', '.join(names)} in {time.monotonic() - started:.0f} s", file=sys.stderr)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-    return out
+    return binaries
 
 
 def _free_port() -> int:
@@ -118,13 +127,14 @@ def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
 
-def _make_pki(d: Path) -> None:
+def _make_pki(d: Path, address: str, service_ip: str) -> None:
     """A CA, the API server's serving certificate, an admin client certificate (system:masters)
     and the service-account signing key pair — what envtest generates for its API server."""
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
              "-subj", "/CN=scorestream-test-ca", cwd=d)
-    (d / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,"
-                                  "DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:10.0.0.1\n"
+    (d / "server.ext").write_text(f"subjectAltName=IP:127.0.0.1,IP:{address},DNS:localhost,DNS:kubernetes,"
+                                  "DNS:kubernetes.default,DNS:kubernetes.default.svc,"
+                                  f"DNS:kubernetes.default.svc.cluster.local,IP:{service_ip}\n"
                                   "extendedKeyUsage=serverAuth\n")
     (d / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
     for name, subject, ext in (("server", "/CN=kube-apiserver", "server.ext"),
@@ -158,14 +168,22 @@ class ApiError(AssertionError):
 
 @dataclass
 class ControlPlane:
-    bins: Path | None = None
+    bins: dict[str, Path] | None = None
     dir: Path | None = None
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     server: str = ""
+    # Where the API server listens. Loopback, unless a real node's pods must reach it (tests/node.py):
+    # then an address of the project's own test network, which is also the `kubernetes` Service's
+    # endpoint.
+    address: str = "127.0.0.1"
+    service_cidr: str = "10.0.0.0/24"
+    # kwok's fake node, where pods are marked running and no container runs; off beside a real node,
+    # so the scheduler places every pod where it really runs.
+    fake_node: bool = True
 
     # ----------------------------------------------------------------- lifecycle
     def start(self, timeout: float = 120) -> "ControlPlane":
-        self.bins = self.bins or build()
+        self.bins = self.bins or build(("kube", "etcd", "kwok"))
         self.dir = Path(tempfile.mkdtemp(prefix="scorestream-kube-"))
         try:
             self._start(timeout)
@@ -176,9 +194,10 @@ class ControlPlane:
 
     def _start(self, timeout: float) -> None:
         d = self.dir
-        _make_pki(d)
+        service_ip = _first_address(self.service_cidr)
+        _make_pki(d, self.address, service_ip)
         etcd_port, etcd_peer, api_port = _free_port(), _free_port(), _free_port()
-        self.server = f"https://127.0.0.1:{api_port}"
+        self.server = f"https://{self.address}:{api_port}"
         self._spawn("etcd", "--name=test", f"--data-dir={d / 'etcd'}", "--unsafe-no-fsync",
                     f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
                     f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
@@ -192,14 +211,18 @@ class ControlPlane:
         self._spawn("kube-apiserver", f"--etcd-servers=http://127.0.0.1:{etcd_port}",
                     f"--audit-policy-file={d / 'audit-policy.yaml'}", f"--audit-log-path={d / 'audit.log'}",
                     "--audit-log-format=json", "--audit-log-mode=blocking",
-                    "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
+                    f"--bind-address={self.address}", f"--advertise-address={self.address}", f"--secure-port={api_port}",
                     f"--tls-cert-file={d / 'server.crt'}", f"--tls-private-key-file={d / 'server.key'}",
                     f"--client-ca-file={d / 'ca.crt'}", "--authorization-mode=RBAC",
                     f"--service-account-issuer={self.server}", f"--service-account-key-file={d / 'sa.pub'}",
-                    f"--service-account-signing-key-file={d / 'sa.key'}", "--service-cluster-ip-range=10.0.0.0/24",
+                    f"--service-account-signing-key-file={d / 'sa.key'}", f"--service-cluster-ip-range={self.service_cidr}",
                     "--allow-privileged=true", "--enable-priority-and-fairness=false",
                     # the `kubernetes` Service's endpoint can't be a loopback address (envtest does the same)
-                    "--endpoint-reconciler-type=none",
+                    *(["--endpoint-reconciler-type=none"] if self.address.startswith("127.") else []),
+                    # `kubectl logs` and `exec` reach a real node's kubelet as the admin, at its address
+                    *([] if self.fake_node else [
+                        f"--kubelet-client-certificate={d / 'admin.crt'}", f"--kubelet-client-key={d / 'admin.key'}",
+                        f"--kubelet-certificate-authority={d / 'ca.crt'}", "--kubelet-preferred-address-types=InternalIP"]),
                     # what a production cluster runs besides the defaults, so a chart that needs a
                     # permission there fails here too
                     "--enable-admission-plugins=OwnerReferencesPermissionEnforcement")
@@ -231,11 +254,12 @@ class ControlPlane:
                     # 5 minutes by default, past every test's timeout (see the StorageClass below).
                     # Here 10 s (the scheduler looks every 30).
                     "--pod-max-in-unschedulable-pods-duration=10s")
-        self._spawn("kwok", f"--kubeconfig={cfg}", "--manage-all-nodes=false",
-                    "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-                    "--cidr=10.0.1.0/24", "--node-ip=127.0.0.1", "--server-address=127.0.0.1:0")
-        self.create(_node())
-        self._wait(lambda: _node_ready(self.get(f"/api/v1/nodes/{NODE}")), timeout, f"node {NODE} Ready")
+        if self.fake_node:
+            self._spawn("kwok", f"--kubeconfig={cfg}", "--manage-all-nodes=false",
+                        "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+                        "--cidr=10.0.1.0/24", "--node-ip=127.0.0.1", "--server-address=127.0.0.1:0")
+            self.create(_node())
+            self._wait(lambda: node_ready(self.get(f"/api/v1/nodes/{NODE}")), timeout, f"node {NODE} Ready")
         self._wait(lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default") is not None, timeout,
                    "the default ServiceAccount")
         # WaitForFirstConsumer, as kind's default class: the scheduler places the pod, then waits
@@ -253,7 +277,8 @@ class ControlPlane:
     def _provision(self) -> None:
         """The default StorageClass's provisioner, as a cluster has one (kind's local-path, a
         cloud's disks): a volume for each claim the PV controller hands to it, deleted once
-        released. The volumes are host paths nothing mounts (kwok runs no container)."""
+        released. The volumes are host paths under the control plane's directory (a real node
+        mounts them; kwok's pods mount nothing)."""
         while not self._stopping.wait(0.25):
             try:
                 for claim in self.request("GET", "/api/v1/persistentvolumeclaims")["items"]:
@@ -263,6 +288,10 @@ class ControlPlane:
                         continue
                     name = f"pvc-{meta['uid']}"
                     if self.get(f"/api/v1/persistentvolumes/{name}") is None:
+                        # A real node mounts it: the directory exists, writable by the pod's user.
+                        path = self.dir / "volumes" / name
+                        path.mkdir(parents=True, exist_ok=True)
+                        path.chmod(0o777)
                         self.request("POST", "/api/v1/persistentvolumes", {
                             "apiVersion": "v1", "kind": "PersistentVolume",
                             "metadata": {"name": name, "annotations": {"pv.kubernetes.io/provisioned-by": PROVISIONER}},
@@ -270,7 +299,7 @@ class ControlPlane:
                                      "accessModes": claim["spec"]["accessModes"],
                                      "persistentVolumeReclaimPolicy": "Delete",
                                      "storageClassName": claim["spec"].get("storageClassName", "standard"),
-                                     "hostPath": {"path": str(self.dir / "volumes" / name)},
+                                     "hostPath": {"path": str(path)},
                                      "claimRef": {"namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]}}})
                 for volume in self.request("GET", "/api/v1/persistentvolumes")["items"]:
                     if (volume["metadata"].get("annotations", {}).get("pv.kubernetes.io/provisioned-by") == PROVISIONER
@@ -281,7 +310,7 @@ class ControlPlane:
 
     def _spawn(self, name: str, *args: str) -> None:
         log = open(self.dir / f"{name}.log", "wb")
-        self.procs[name] = subprocess.Popen([str(self.bins / name), *args], stdout=log, stderr=subprocess.STDOUT,
+        self.procs[name] = subprocess.Popen([str(self.bins[name]), *args], stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
 
@@ -371,6 +400,11 @@ class ControlPlane:
         return answer["status"]["token"]
 
 
+def _first_address(cidr: str) -> str:
+    """The first host address of a range: the `kubernetes` Service's ClusterIP."""
+    return str(next(ipaddress.ip_network(cidr).hosts()))
+
+
 def collection_path(obj: dict) -> str:
     api_version, kind = obj["apiVersion"], obj["kind"]
     prefix = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
@@ -388,7 +422,7 @@ def _node() -> dict:
             "status": {"allocatable": capacity, "capacity": capacity}}
 
 
-def _node_ready(node: dict | None) -> bool:
+def node_ready(node: dict | None) -> bool:
     conditions = ((node or {}).get("status") or {}).get("conditions") or []
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
 
@@ -396,7 +430,7 @@ def _node_ready(node: dict | None) -> bool:
 if __name__ == "__main__":
     started = time.monotonic()
     where = build(verbose="-v" in sys.argv)
-    print(f"control plane {KUBE_VERSION} in {where} ({time.monotonic() - started:.0f} s)")
+    print(f"control plane and node {KUBE_VERSION}: {len(where)} binaries in {CACHE} ({time.monotonic() - started:.0f} s)")
     if "--start" in sys.argv:
         started = time.monotonic()
         with ControlPlane(bins=where) as cp:

@@ -1,0 +1,526 @@
+"""A real Kubernetes node for the tests: containers run.
+
+containerd, runc and the CNI plugins are Debian's packages; the kubelet, kube-proxy, CoreDNS and
+the sandbox's pause are built from Go with the control plane (tests/kube_cluster.py). They run in a
+network namespace of the tests' own, joined to this one by a veth pair in 198.18.0.0/15
+(RFC 2544's test range): the node's address, its bridge, the pods' range and the Services' range
+are all in it, so every route, iptables rule and netns-scoped sysctl the node makes lives and dies
+with that namespace, and no packet is routed off the machine (this namespace does not forward).
+The API server and the tests' Kafka broker listen on this end of the pair, where pods reach them.
+
+The node's state (containerd's root and state, the kubelet's root, the pods' logs, the CNI
+addresses) lives in one temporary directory, and its pods' cgroups under one cgroup root. What the
+node changes on the host all the same — the kubelet's kernel sysctls, /var/log/containers,
+xtables' lock — is recorded by `HostState` before it starts and restored by `stop()`, which runs
+however a test ends; the differences before and after are printed into the test log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+import kube_cluster
+from kube_cluster import ControlPlane
+
+NODE_NAME = "scorestream-node"
+HOST_ADDRESS = "198.19.0.1"  # this end of the pair: the API server and the broker listen here
+NODE_ADDRESS = "198.19.0.2"  # the node's InternalIP; CoreDNS listens here
+POD_CIDR = "198.19.64.0/24"
+SERVICE_CIDR = "198.19.96.0/24"
+CNI_BIN = Path("/usr/lib/cni")
+PAUSE_IMAGE = "localhost/scorestream-pause:3.10"
+
+# Sysctls that move by themselves: counters and random state, not settings.
+VOLATILE_SYSCTLS = ("kernel.random.", "fs.dentry-state", "fs.inode-", "fs.file-nr", "kernel.ns_last_pid",
+                    "kernel.pty.nr", "fs.aio-nr", "fs.quota.", "net.netfilter.nf_conntrack_count",
+                    "kernel.perf_event_max_sample_rate", "fs.binfmt_misc.", "net.ipv4.tcp_mem", "net.ipv4.udp_mem",
+                    "kernel.sched_domain.", "vm.stat_refresh", "fs.fanotify.", "fs.inotify.")
+# What other tests running beside the node change on the host meanwhile (tests/netns.py's hosts,
+# buildah's image mounts): printed, not held against the node.
+FOREIGN = ("/run/netns/ss-", "link added: ss-", "link removed: ss-", "/images/storage/overlay")
+# Paths the kubelet and kube-proxy write on any host, whatever their flags say.
+HOST_PATHS = (Path("/var/log/containers"), Path("/var/log/pods"), Path("/run/xtables.lock"), Path("/var/lib/kubelet"))
+
+
+class Unavailable(RuntimeError):
+    """This machine cannot run a real node: the reason says what is missing."""
+
+
+def missing() -> str | None:
+    """Why a real node cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "a real node needs root (containerd, network namespaces, cgroups)"
+    for tool in ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "nsenter", "iptables", "ip", "conntrack"):
+        if shutil.which(tool) is None:
+            return f"{tool} not found: the real node uses Debian's containerd, runc, iptables, conntrack and iproute2"
+    if not (CNI_BIN / "bridge").is_file():
+        return f"the CNI plugins are not in {CNI_BIN}: apt-get install containernetworking-plugins"
+    if "overlay" not in Path("/proc/filesystems").read_text():
+        return "the kernel has no overlayfs"
+    if not Path("/sys/fs/cgroup/memory").is_dir() and not Path("/sys/fs/cgroup/cgroup.controllers").is_file():
+        return "no cgroup memory controller mounted"
+    return None
+
+
+# ----------------------------------------------------------------------------- the host, before and after
+def _run(*cmd: str, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    res = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if check and res.returncode != 0:
+        raise Unavailable(f"{' '.join(cmd)}: {(res.stderr or res.stdout).strip()[:500]}")
+    return res
+
+
+def _sysctls() -> dict[str, str]:
+    values = {}
+    for path in Path("/proc/sys").rglob("*"):
+        key = ".".join(path.relative_to("/proc/sys").parts)
+        if key.startswith(VOLATILE_SYSCTLS) or not path.is_file():
+            continue
+        try:
+            values[key] = path.read_text().strip()
+        except OSError:
+            continue  # write-only, or refused to this reader
+    return values
+
+
+def _cgroups() -> set[str]:
+    root = Path("/sys/fs/cgroup")
+    return {str(p) for p in root.rglob("*") if p.is_dir() and (p / "cgroup.procs").exists()}
+
+
+@dataclass
+class HostState:
+    sysctls: dict[str, str]
+    iptables: str
+    mounts: list[str]
+    links: list[str]
+    cgroups: set[str]
+    paths: dict[str, bool]
+
+    @classmethod
+    def capture(cls) -> "HostState":
+        rules = "".join(_run(tool, check=False).stdout for tool in ("iptables-save", "ip6tables-save"))
+        rules += _run("nft", "list", "ruleset", check=False).stdout if shutil.which("nft") else ""
+        return cls(
+            sysctls=_sysctls(),
+            # counters change with traffic; the rules are what matters
+            iptables="\n".join(l for l in rules.splitlines() if not l.startswith("#") and not l.startswith(":")),
+            mounts=sorted(" ".join(l.split()[3:5]) for l in Path("/proc/self/mountinfo").read_text().splitlines()),
+            links=sorted(l.split(":")[1].strip().split("@")[0] for l in _run("ip", "-o", "link").stdout.splitlines()),
+            cgroups=_cgroups(),
+            paths={str(p): p.exists() for p in HOST_PATHS},
+        )
+
+    def diff(self, after: "HostState") -> list[str]:
+        lines = [f"sysctl {k}: {self.sysctls[k]!r} -> {after.sysctls.get(k)!r}"
+                 for k in sorted(self.sysctls) if after.sysctls.get(k, self.sysctls[k]) != self.sysctls[k]]
+        if self.iptables != after.iptables:
+            lines.append("iptables/nftables rules differ:\n" + _unified(self.iptables, after.iptables))
+        lines += [f"mount added: {m}" for m in sorted(set(after.mounts) - set(self.mounts))]
+        lines += [f"mount removed: {m}" for m in sorted(set(self.mounts) - set(after.mounts))]
+        lines += [f"link added: {l}" for l in sorted(set(after.links) - set(self.links))]
+        lines += [f"cgroup added: {c}" for c in sorted(after.cgroups - self.cgroups)]
+        lines += [f"path {p}: existed {self.paths[p]}, exists {after.paths[p]}" for p in self.paths
+                  if self.paths[p] != after.paths[p]]
+        return lines
+
+    def restore(self, node_cgroup: str) -> None:
+        """Put back what the node changed: sysctls, the paths it made, its cgroups."""
+        now = HostState.capture()
+        for key, value in self.sysctls.items():
+            if now.sysctls.get(key, value) != value:
+                try:
+                    Path("/proc/sys", *key.split(".")).write_text(value)
+                except OSError:
+                    pass  # read-only: reported by diff()
+        for path, existed in self.paths.items():
+            p = Path(path)
+            if not existed and (p.exists() or p.is_symlink()):
+                shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink()
+        for cgroup in sorted(now.cgroups - self.cgroups, key=len, reverse=True):
+            if node_cgroup in cgroup:
+                _kill_cgroup(Path(cgroup))
+                try:
+                    os.rmdir(cgroup)
+                except OSError:
+                    pass  # reported by diff()
+
+
+def _unified(a: str, b: str) -> str:
+    import difflib
+
+    return "\n".join(difflib.unified_diff(a.splitlines(), b.splitlines(), "before", "after", lineterm="", n=0))
+
+
+def _kill_cgroup(cgroup: Path) -> None:
+    try:
+        for pid in (cgroup / "cgroup.procs").read_text().split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    except OSError:
+        pass
+
+
+# ----------------------------------------------------------------------------- the node
+@dataclass
+class Node:
+    """A node joined to `ControlPlane(address=HOST_ADDRESS, service_cidr=SERVICE_CIDR, fake_node=False)`."""
+
+    cp: ControlPlane
+    tag: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
+    dir: Path | None = None
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    before: HostState | None = None
+
+    @property
+    def netns(self) -> str:
+        return f"ssnode-{self.tag}"
+
+    @property
+    def cgroup_root(self) -> str:
+        return f"/scorestream-node-{self.tag}"
+
+    @property
+    def socket(self) -> Path:
+        return self.dir / "containerd.sock"
+
+    # ------------------------------------------------------------------ network first, then the control plane
+    @classmethod
+    def network(cls, tag: str | None = None) -> "Node":
+        """The node's namespace and link, made before the control plane, which listens on this
+        end of it. Records the host first: whatever happens next, `stop()` restores it."""
+        why = missing()
+        if why:
+            raise Unavailable(why)
+        node = cls(cp=None, **({"tag": tag} if tag else {}))  # type: ignore[arg-type]
+        node.before = HostState.capture()
+        node.dir = Path(tempfile.mkdtemp(prefix="ss-node-", dir="/tmp"))
+        try:
+            host_link, node_link = f"ssn{node.tag}a", f"ssn{node.tag}b"
+            _run("ip", "netns", "add", node.netns)
+            _run("ip", "link", "add", host_link, "type", "veth", "peer", "name", node_link)
+            _run("ip", "link", "set", node_link, "netns", node.netns)
+            _run("ip", "addr", "add", f"{HOST_ADDRESS}/30", "dev", host_link)
+            _run("ip", "link", "set", host_link, "up")
+            for args in (("addr", "add", f"{NODE_ADDRESS}/30", "dev", node_link), ("link", "set", node_link, "up"),
+                         ("link", "set", "lo", "up"), ("route", "add", "default", "via", HOST_ADDRESS)):
+                node.ns("ip", *args)
+            # The node routes its pods' packets (inside its namespace only) and passes bridged
+            # traffic through iptables, as kube-proxy requires.
+            node.ns("sysctl", "-qw", "net.ipv4.ip_forward=1", "net.bridge.bridge-nf-call-iptables=1")
+        except BaseException:
+            node.stop()
+            raise
+        return node
+
+    def ns(self, *cmd: str) -> subprocess.CompletedProcess:
+        return _run("ip", "netns", "exec", self.netns, *cmd)
+
+    # ------------------------------------------------------------------ the node's processes
+    def start(self, cp: ControlPlane, timeout: float = 120) -> "Node":
+        self.cp = cp
+        try:
+            self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self, timeout: float) -> None:
+        bins = kube_cluster.build(("kube", "coredns", "pause"))
+        d = self.dir
+        self._cgroup_root()
+        self._serving_certificate()
+        kubeconfig = d / "admin.kubeconfig"
+        kubeconfig.write_text(self.cp.admin_config.read_text())
+        self._spawn("containerd", "containerd", "--config", str(self._containerd_config()))
+        self._wait(lambda: self.socket.exists() and self.ctr("version", check=False).returncode == 0, timeout,
+                   "containerd")
+        self.import_image(self._pause_archive(bins["pause"]))
+        self._spawn("kubelet", str(bins["kubelet"]), f"--config={self._kubelet_config()}",
+                    f"--kubeconfig={kubeconfig}", f"--root-dir={d / 'kubelet'}", f"--hostname-override={NODE_NAME}",
+                    f"--node-ip={NODE_ADDRESS}", "--v=1")
+        self._spawn("kube-proxy", str(bins["kube-proxy"]), f"--kubeconfig={kubeconfig}",
+                    f"--hostname-override={NODE_NAME}", f"--cluster-cidr={POD_CIDR}", "--proxy-mode=iptables",
+                    # leave the host's conntrack table size and timeouts alone
+                    "--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0",
+                    "--conntrack-tcp-timeout-close-wait=0", f"--metrics-bind-address={NODE_ADDRESS}:10249",
+                    f"--healthz-bind-address={NODE_ADDRESS}:10256")
+        corefile = d / "Corefile"
+        corefile.write_text(f""".:53 {{
+    bind {NODE_ADDRESS}
+    errors
+    kubernetes cluster.local in-addr.arpa ip6.arpa {{
+        kubeconfig {kubeconfig} test
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }}
+    cache 5
+}}
+""")
+        self._spawn("coredns", str(bins["coredns"]), "-conf", str(corefile))
+        self._wait(lambda: kube_cluster.node_ready(self.cp.get(f"/api/v1/nodes/{NODE_NAME}")), timeout,
+                   f"node {NODE_NAME} Ready")
+        self._wait(lambda: self.cp.get("/api/v1/namespaces/default/serviceaccounts/default") is not None, timeout,
+                   "the default ServiceAccount")
+
+    def _cgroup_root(self) -> None:
+        """The pods' cgroup root, in every hierarchy: the kubelet requires it to exist. A v1
+        cpuset starts empty; it gets its parent's CPUs and memory nodes."""
+        for hierarchy in Path("/sys/fs/cgroup").iterdir():
+            if not (hierarchy / "cgroup.procs").exists():
+                continue
+            path = hierarchy / self.cgroup_root.lstrip("/")
+            path.mkdir(exist_ok=True)
+            for inherited in ("cpuset.cpus", "cpuset.mems"):
+                if (path / inherited).exists():
+                    (path / inherited).write_text((hierarchy / inherited).read_text())
+
+    def _serving_certificate(self) -> None:
+        """The kubelet's serving certificate for its address, from the control plane's CA, so the
+        API server verifies it (`kubectl logs`)."""
+        d, ca = self.dir, self.cp.dir
+        (d / "kubelet.ext").write_text(f"subjectAltName=IP:{NODE_ADDRESS},DNS:{NODE_NAME}\nextendedKeyUsage=serverAuth\n")
+        kube_cluster._openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "kubelet.key", "-out", "kubelet.csr",
+                              "-subj", f"/CN={NODE_NAME}", cwd=d)
+        kube_cluster._openssl("x509", "-req", "-in", "kubelet.csr", "-CA", str(ca / "ca.crt"), "-CAkey", str(ca / "ca.key"),
+                              "-CAcreateserial", "-out", "kubelet.crt", "-days", "2", "-extfile", "kubelet.ext", cwd=d)
+
+    def _containerd_config(self) -> Path:
+        d = self.dir
+        net = d / "cni" / "net.d"
+        net.mkdir(parents=True)
+        (net / "10-scorestream.conflist").write_text(json.dumps({
+            "cniVersion": "0.4.0", "name": "scorestream",
+            "plugins": [
+                {"type": "bridge", "bridge": "ss0", "isGateway": True, "ipMasq": True, "hairpinMode": True,
+                 "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR}]], "routes": [{"dst": "0.0.0.0/0"}],
+                          "dataDir": str(d / "cni" / "ipam")}},
+                {"type": "portmap", "capabilities": {"portMappings": True}},
+            ]}))
+        cri = {
+            "sandbox_image": PAUSE_IMAGE,
+            # This VM withholds CAP_SYS_RESOURCE: without this, runc fails every sandbox
+            # (`can't get final child's PID from pipe: EOF`) raising its oom_score_adj.
+            "restrict_oom_score_adj": True,
+            "netns_mounts_under_state_dir": True,
+            "enable_selinux": False,
+            "containerd": {"snapshotter": "overlayfs", "default_runtime_name": "runc",
+                           "runtimes": {"runc": {"runtime_type": "io.containerd.runc.v2",
+                                                 "options": {"SystemdCgroup": False}}}},
+            "cni": {"bin_dir": str(CNI_BIN), "conf_dir": str(net)},
+        }
+        config = d / "containerd.toml"
+        config.write_text(_toml({
+            "version": 2, "root": str(d / "containerd" / "root"), "state": str(d / "containerd" / "state"),
+            "disabled_plugins": ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.aufs",
+                                 "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"],
+            "grpc": {"address": str(self.socket)},
+            "ttrpc": {"address": str(d / "containerd-ttrpc.sock")},
+            "plugins": {"io.containerd.grpc.v1.cri": cri,
+                        "io.containerd.internal.v1.opt": {"path": str(d / "containerd" / "opt")}},
+        }))
+        return config
+
+    def _kubelet_config(self) -> Path:
+        d = self.dir
+        resolv = d / "resolv.conf"
+        resolv.write_text("")  # pods resolve cluster names only: nothing outside is reachable anyway
+        config = d / "kubelet.yaml"
+        config.write_text(yaml.safe_dump({
+            "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                               "x509": {"clientCAFile": str(self.cp.dir / "ca.crt")}},
+            "authorization": {"mode": "Webhook"},
+            "address": NODE_ADDRESS, "healthzBindAddress": NODE_ADDRESS,
+            "tlsCertFile": str(d / "kubelet.crt"), "tlsPrivateKeyFile": str(d / "kubelet.key"),
+            "cgroupDriver": "cgroupfs", "cgroupRoot": self.cgroup_root, "cgroupsPerQOS": True,
+            "containerRuntimeEndpoint": f"unix://{self.socket}",
+            "clusterDNS": [NODE_ADDRESS], "clusterDomain": "cluster.local", "resolvConf": str(resolv),
+            "podLogsDir": str(d / "pods"), "failSwapOn": False,
+            "podCIDR": POD_CIDR, "maxPods": 50, "serializeImagePulls": False,
+            # The images are imported, never pulled; no eviction or image GC on a test VM's disk.
+            "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+            "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+            "syncFrequency": "5s", "fileCheckFrequency": "5s", "nodeStatusUpdateFrequency": "5s",
+        }))
+        return config
+
+    def _pause_archive(self, binary: Path) -> Path:
+        """An OCI archive holding the pause binary: the sandbox image, made here (no registry)."""
+        return oci_archive(self.dir / "pause.oci.tar", PAUSE_IMAGE, {"pause": binary}, entrypoint=["/pause"])
+
+    def import_image(self, archive: Path) -> None:
+        started = time.monotonic()
+        self.ctr("images", "import", "--no-unpack=false", str(archive), timeout=900)
+        self.import_seconds[archive.name] = time.monotonic() - started
+
+    import_seconds: dict[str, float] = field(default_factory=dict)
+
+    def ctr(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+        return _run("ctr", "--address", str(self.socket), "--namespace", "k8s.io", *args, check=check, timeout=timeout)
+
+    def _spawn(self, name: str, binary: str, *args: str) -> None:
+        log = open(self.dir / f"{name}.log", "wb")
+        self.procs[name] = subprocess.Popen(["nsenter", f"--net=/run/netns/{self.netns}", "--", binary, *args],
+                                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            start_new_session=True, env={**os.environ, "PATH": os.environ["PATH"]})
+        log.close()
+
+    def _wait(self, predicate, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for name, p in self.procs.items():
+                if p.poll() is not None:
+                    raise RuntimeError(f"{name} exited ({p.returncode}) while waiting for {what}:\n{self.log_tail(name)}")
+            try:
+                if predicate():
+                    return
+            except (OSError, subprocess.SubprocessError, kube_cluster.ApiError):
+                pass
+            time.sleep(0.5)
+        raise TimeoutError(f"timed out waiting for {what}:\n" + "\n".join(self.log_tail(n, 10) for n in self.procs))
+
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        path = self.dir / f"{name}.log"
+        return f"--- {name}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+    def rss_mib(self) -> dict[str, float]:
+        """Resident memory of the node's own processes (not its pods'), MiB."""
+        out = {}
+        for name, p in self.procs.items():
+            out[name] = _tree_rss(p.pid) / 1024
+        shims = [int(pid) for pid in _run("pgrep", "-f", f"containerd-shim.*{self.socket}", check=False).stdout.split()]
+        out["shims"] = sum(_tree_rss(pid, children=False) for pid in shims) / 1024
+        return out
+
+    # ------------------------------------------------------------------ teardown
+    def stop(self) -> list[str]:
+        """Stop every process of the node and its pods, remove its state, restore the host;
+        returns the differences left between before and after (none, when all went well)."""
+        for name in ("kube-proxy", "coredns", "kubelet"):
+            _stop(self.procs.pop(name, None))
+        if self.dir is not None and self.socket.exists():
+            # the pods' processes, then the shims that ran them (they outlive containerd)
+            for cgroup in sorted(_cgroups(), key=len, reverse=True):
+                if self.cgroup_root in cgroup:
+                    _kill_cgroup(Path(cgroup))
+            _run("pkill", "-KILL", "-f", f"containerd-shim.*{self.dir}", check=False)
+        _stop(self.procs.pop("containerd", None))
+        if self.dir is not None:
+            # overlay rootfs, shm and netns mounts under the node's directory, deepest first
+            mounts = [l.split()[4] for l in Path("/proc/self/mountinfo").read_text().splitlines()]
+            for mount in sorted((m for m in mounts if m.startswith(str(self.dir))), key=len, reverse=True):
+                _run("umount", "-l", mount, check=False)
+        _run("ip", "netns", "del", self.netns, check=False)  # its links, bridge, rules and routes with it
+        _run("ip", "link", "del", f"ssn{self.tag}a", check=False)
+        left = []
+        if self.before is not None:
+            self.before.restore(self.cgroup_root)
+            left = self.before.diff(HostState.capture())
+            # Other tests beside this one make their own hosts (tests/netns.py: `ss-<tag>`) and
+            # buildah mounts its images: theirs to clean, not the node's.
+            print("host differences while the node ran, its own and others':\n  " + "\n  ".join(left or ["none"]))
+            left = [l for l in left if not any(f in l for f in FOREIGN)]
+        if self.dir is not None and not os.environ.get("SCORESTREAM_KEEP_CLUSTER"):
+            shutil.rmtree(self.dir, ignore_errors=True)
+        return left
+
+
+def _stop(p: subprocess.Popen | None) -> None:
+    if p is None:
+        return
+    try:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(20)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait(5)
+    except ProcessLookupError:
+        pass
+
+
+def _tree_rss(pid: int, children: bool = True) -> int:
+    """KiB resident of a process and (by default) its descendants."""
+    pids, total = [pid], 0
+    while pids:
+        p = pids.pop()
+        try:
+            status = Path(f"/proc/{p}/status").read_text()
+            total += int(next((l.split()[1] for l in status.splitlines() if l.startswith("VmRSS:")), "0"))
+            if children:
+                for task in Path(f"/proc/{p}/task").iterdir():
+                    pids += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def _toml(data: dict, prefix: str = "") -> str:
+    """Just enough TOML for containerd's configuration (no TOML writer in the standard library)."""
+    def value(v) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return str(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        return json.dumps(v)
+
+    plain = [f"{k} = {value(v)}" for k, v in data.items() if not isinstance(v, dict)]
+    out = ("\n".join(plain) + "\n") if plain else ""
+    for k, v in data.items():
+        if isinstance(v, dict):
+            key = f'{prefix}.{json.dumps(k) if "." in k else k}' if prefix else (json.dumps(k) if "." in k else k)
+            out += f"\n[{key}]\n" + _toml(v, key)
+    return out
+
+
+def oci_archive(path: Path, ref: str, files: dict[str, Path], entrypoint: list[str]) -> Path:
+    """A one-layer OCI image archive of `files` (name in the image → file here), as `ctr images
+    import` and `skopeo` read it."""
+    import hashlib
+    import io
+    import tarfile
+
+    def blob(tar: tarfile.TarFile, data: bytes, media_type: str) -> dict:
+        digest = hashlib.sha256(data).hexdigest()
+        info = tarfile.TarInfo(f"blobs/sha256/{digest}")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+        return {"mediaType": media_type, "digest": f"sha256:{digest}", "size": len(data)}
+
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w") as lt:
+        for name, source in files.items():
+            lt.add(str(source), arcname=name)
+    layer_bytes = layer.getvalue()
+    diff_id = "sha256:" + hashlib.sha256(layer_bytes).hexdigest()
+    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Entrypoint": entrypoint},
+                         "rootfs": {"type": "layers", "diff_ids": [diff_id]}}).encode()
+    with tarfile.open(path, "w") as tar:
+        layer_desc = blob(tar, layer_bytes, "application/vnd.oci.image.layer.v1.tar")
+        config_desc = blob(tar, config, "application/vnd.oci.image.config.v1+json")
+        manifest = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                               "config": config_desc, "layers": [layer_desc]}).encode()
+        manifest_desc = blob(tar, manifest, "application/vnd.oci.image.manifest.v1+json")
+        manifest_desc["annotations"] = {"org.opencontainers.image.ref.name": ref, "io.containerd.image.name": ref}
+        for name, data in (("oci-layout", json.dumps({"imageLayoutVersion": "1.0.0"}).encode()),
+                           ("index.json", json.dumps({"schemaVersion": 2, "manifests": [manifest_desc]}).encode())):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
