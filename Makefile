@@ -38,14 +38,15 @@ $(STAMP):
 	  echo "go not found: installing Go (Debian), to build the tests' Kubernetes control plane"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go; }
 	$(BIN)/python tests/kube_cluster.py
-	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory images; \
-	  else echo "not root: the images and the real node's tests are skipped (they need containerd and buildah as root)"; fi
 	@rm -f $(VENV)/.setup-* && touch $@
 
 demo: setup
 	$(BIN)/scorestream demo
 
+# The images the real node's tests run (rebuilt only where their inputs changed).
 test: setup
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory images; \
+	  else echo "not root: the images and the real node's tests are skipped (they need containerd and buildah as root)"; fi
 	$(BIN)/pytest -n 2 --dist loadfile
 
 bench: setup

@@ -300,7 +300,11 @@ def dist(out: Path, base: str | None = None) -> list[Path]:
     files = []
     for target, archive in archives.items():
         copy = out / f"{IMAGES[target].name}-{VERSION}.oci.tar"
-        shutil.copyfile(archive, copy)
+        copy.unlink(missing_ok=True)
+        try:
+            os.link(archive, copy)  # gigabytes: a second name, where the cache is on the same disk
+        except OSError:
+            shutil.copyfile(archive, copy)
         files.append(copy)
     _run(str(helm_tool.ensure()), "package", str(REPO / "charts" / "scorestream"), "--version", VERSION,
          "--app-version", VERSION, "-d", str(out))

@@ -1,93 +1,300 @@
-"""End to end on a real cluster (kind or k3s): CRD, operator, a ModelServing, Ready, scale, delete.
+"""The product as its users run it: the images `make images` built, on a real node.
 
-Skips where no cluster is reachable (no kubeconfig, or the API server does not answer). Run with
-`SCORESTREAM_E2E_IMAGE=<runtime image>` on a cluster that can pull it and reach a Kafka broker at
-`SCORESTREAM_E2E_BOOTSTRAP`.
+The node (tests/node.py) runs containerd, runc, the kubelet, kube-proxy and CoreDNS, joined to the
+tests' control plane; the images are imported as a user loads them into a cluster without a
+registry. Then what a user does: `helm install` of the chart with the operator image (the operator
+runs as a pod under its ServiceAccount), `kubectl apply` of a ModelServing naming a runtime image,
+Spark's driver and executors as containers, records scored onto the output topic from a broker the
+pods reach, `kubectl scale`, a canary promoted, the driver's pod deleted mid-stream with nothing
+lost, `kubectl logs`, `helm upgrade`, and `helm uninstall` leaving nothing running. The time of
+each step, the node's memory and the host's state before and after are printed.
+
+Skips, saying why, where the machine cannot run a node (not root, no containerd, no overlayfs).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
+import base64
+import json
 import subprocess
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
+import yaml
 
-from scorestream.operator import crd
+import helm as helm_tool
+import images
+import node as real_node
+from kube_cluster import ControlPlane
+from scorestream.demo import feed, models
+from scorestream.demo.broker import EmbeddedBroker, create_topics
+from scorestream.demo.process import read_topic
+
+WHY = real_node.missing()
+pytestmark = pytest.mark.skipif(WHY is not None, reason=f"the real node's tests are skipped: {WHY}")
+
+NS = "ml"
+SYSTEM = "scorestream-system"
+RELEASE = "scorestream"
 
 
-def _cluster_reachable() -> str | None:
-    if not shutil.which("kubectl"):
-        return "kubectl is not installed"
+@dataclass
+class Cluster:
+    cp: ControlPlane
+    node: real_node.Node
+    broker: EmbeddedBroker
+    kubeconfig: Path
+    chart: Path  # the packaged chart `make dist` writes
+    steps: dict[str, float] = field(default_factory=dict)
+
+    def run(self, tool: str, *args: str, input: str | None = None, check: bool = True,
+            timeout: float = 600) -> subprocess.CompletedProcess:
+        res = subprocess.run([str(helm_tool.ensure(tool)), f"--kubeconfig={self.kubeconfig}", *args], input=input,
+                             capture_output=True, text=True, timeout=timeout)
+        if check and res.returncode != 0:
+            raise AssertionError(f"{tool} {' '.join(args)} exited {res.returncode}:\n{res.stderr}\n{self.diagnose()}")
+        return res
+
+    def kubectl(self, *args: str, **kw) -> str:
+        return self.run("kubectl", *args, **kw).stdout
+
+    def helm(self, *args: str, **kw) -> str:
+        return self.run("helm", *args, **kw).stdout
+
+    @contextmanager
+    def step(self, name: str):
+        started = time.monotonic()
+        yield
+        self.steps[name] = time.monotonic() - started
+
+    def pods(self, namespace: str, selector: str = "") -> list[dict]:
+        out = self.kubectl("get", "pods", "-n", namespace, "-o", "json", *(["-l", selector] if selector else []))
+        return json.loads(out)["items"]
+
+    def running(self, namespace: str, selector: str) -> list[str]:
+        return [p["metadata"]["name"] for p in self.pods(namespace, selector)
+                if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+                and all(c.get("ready") for c in p["status"].get("containerStatuses", []))]
+
+    def until(self, predicate, timeout: float, what: str, every: float = 2.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(every)
+        raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}\n{self.diagnose()}")
+
+    def diagnose(self) -> str:
+        try:
+            pods = subprocess.run([str(helm_tool.ensure("kubectl")), f"--kubeconfig={self.kubeconfig}", "get", "pods",
+                                   "-A", "-o", "wide"], capture_output=True, text=True, timeout=30).stdout
+            events = subprocess.run([str(helm_tool.ensure("kubectl")), f"--kubeconfig={self.kubeconfig}", "get",
+                                     "events", "-A", "--sort-by=.lastTimestamp"], capture_output=True, text=True,
+                                    timeout=30).stdout.splitlines()[-25:]
+        except (OSError, subprocess.SubprocessError) as e:
+            return f"(no diagnosis: {e})"
+        return f"pods:\n{pods}\nevents:\n" + "\n".join(events) + "\n" + self.node.log_tail("kubelet", 15)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    started = time.monotonic()
+    # What a user installs from: `make dist`'s chart package and image archives (`make setup`
+    # built the images: this only finds them), checked against their checksums.
+    dist = tmp_path_factory.mktemp("dist")
+    files = images.dist(dist)
+    subprocess.run(["sha256sum", "--check", "--quiet", "SHA256SUMS"], cwd=dist, check=True)
+    node = real_node.Node.network()
+    cp = broker = None
     try:
-        out = subprocess.run(["kubectl", "version", "--request-timeout=5s", "-o", "json"],
-                             capture_output=True, text=True, timeout=15)
-    except subprocess.TimeoutExpired:
-        return "the Kubernetes API server did not answer"
-    if out.returncode != 0 or "serverVersion" not in out.stdout:
-        return f"no Kubernetes cluster reachable ({out.stderr.strip()[:200] or 'no server version'})"
-    if not os.environ.get("SCORESTREAM_E2E_IMAGE") or not os.environ.get("SCORESTREAM_E2E_BOOTSTRAP"):
-        return "set SCORESTREAM_E2E_IMAGE and SCORESTREAM_E2E_BOOTSTRAP to run against this cluster"
-    return None
-
-
-WHY = _cluster_reachable()
-pytestmark = pytest.mark.skipif(WHY is not None, reason=f"end-to-end suite skipped: {WHY}")
-
-
-def kubectl(*args: str, input: str | None = None) -> str:
-    return subprocess.run(["kubectl", *args], input=input, capture_output=True, text=True, check=True,
-                          timeout=600).stdout
-
-
-def test_modelserving_lifecycle(tmp_path):
-    import yaml
-
-    kubectl("apply", "--server-side", "-f", str(crd.CRD_PATH))
-    kubectl("wait", "--for=condition=Established", "crd/modelservings.scorestream.dev", "--timeout=60s")
-    ns = "scorestream-e2e"
-    subprocess.run(["kubectl", "create", "namespace", ns], capture_output=True)
-    operator = subprocess.Popen(["scorestream", "operator", "-n", ns])
-    try:
-        ms = {
-            "apiVersion": "scorestream.dev/v1alpha1", "kind": "ModelServing",
-            "metadata": {"name": "wine", "namespace": ns},
-            "spec": {"dataType": "wine", "replicas": 1,
-                     "kafka": {"bootstrapServers": os.environ["SCORESTREAM_E2E_BOOTSTRAP"], "dataTopic": "e2e-records",
-                               "outputTopic": "e2e-predictions", "deadLetterTopic": "e2e-dlq"},
-                     "spark": {"image": os.environ["SCORESTREAM_E2E_IMAGE"]}},
-        }
-        kubectl("apply", "-f", "-", input=yaml.safe_dump(ms))
-        kubectl("-n", ns, "wait", "--for=condition=Ready", "modelserving/wine", "--timeout=600s")
-        kubectl("-n", ns, "scale", "modelserving/wine", "--replicas=2")
-        kubectl("-n", ns, "wait", "--for=jsonpath={.status.replicas}=2", "modelserving/wine", "--timeout=600s")
-        kubectl("-n", ns, "delete", "modelserving/wine", "--wait=true", "--timeout=300s")
-        assert "wine-driver" not in kubectl("-n", ns, "get", "statefulsets", "-o", "name")
+        cp = ControlPlane(address=real_node.HOST_ADDRESS, service_cidr=real_node.SERVICE_CIDR, fake_node=False).start()
+        node.start(cp)
+        for archive in (f for f in files if f.name.endswith(".oci.tar")):
+            node.import_image(archive)
+        broker = EmbeddedBroker(host=real_node.HOST_ADDRESS).start()
+        (chart,) = (f for f in files if f.name.endswith(".tgz"))
+        c = Cluster(cp, node, broker, cp.admin_config, chart)
+        c.steps["cluster: control plane, node Ready, images imported, broker"] = time.monotonic() - started
+        print(f"images imported: {', '.join(f'{k} {v:.0f} s' for k, v in node.import_seconds.items())}")
+        yield c
+        print("node's own memory (RSS MiB): " + ", ".join(f"{k} {v:.0f}" for k, v in node.rss_mib().items()))
+        print("steps (s): " + "; ".join(f"{k} {v:.1f}" for k, v in c.steps.items()))
     finally:
-        operator.terminate()
-        operator.wait(30)
+        if broker is not None:
+            broker.stop()
+        if cp is not None:
+            cp.stop()
+        left = node.stop()
+        print("host after the node: " + ("as it was (sysctls, iptables/nftables, mounts, links, cgroups, paths)"
+                                         if not left else "\n  ".join(["DIFFERS:", *left])))
+        assert not left, left
 
 
-@pytest.mark.skipif(not os.environ.get("SCORESTREAM_E2E_OPERATOR_IMAGE"),
-                    reason="set SCORESTREAM_E2E_OPERATOR_IMAGE (the Dockerfile's operator target) to install the chart")
-def test_the_chart_installs_an_operator_that_becomes_ready():
-    import sys
-    from pathlib import Path
+def data_uri(content: bytes, media: str) -> str:
+    return f"data:{media};base64,{base64.b64encode(content).decode()}"
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    import helm as helm_tool
 
-    helm = str(helm_tool.ensure())
-    chart = Path(__file__).resolve().parents[2] / "charts" / "scorestream"
-    repo, _, tag = os.environ["SCORESTREAM_E2E_OPERATOR_IMAGE"].rpartition(":")
-    ns = "scorestream-e2e-chart"
-    subprocess.run([helm, "upgrade", "--install", "ss-e2e", str(chart), "-n", ns, "--create-namespace",
-                    "--set", f"image.repository={repo}", "--set", f"image.tag={tag}", "--set", "replicaCount=2",
-                    "--wait", "--timeout", "5m"], check=True, capture_output=True, text=True)
+def modelserving(name: str, image: str, model: dict, topics: dict[str, str], bootstrap: str, **spec) -> dict:
+    return {
+        "apiVersion": "scorestream.dev/v1alpha1", "kind": "ModelServing",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "dataType": "wine", "replicas": 1, "model": model,
+            "kafka": {"bootstrapServers": bootstrap, **topics},
+            "spark": {"image": image, "imagePullPolicy": "Never", "triggerInterval": "1s",
+                      # two cores for everything: small requests, so every pod fits on the node
+                      "driver": {"cpu": "250m", "memory": "1536Mi"},
+                      "executor": {"cpu": "250m", "memory": "1Gi"}},
+            **spec,
+        },
+    }
+
+
+def install_operator(c: Cluster, *extra: str) -> None:
+    c.helm("upgrade", "--install", RELEASE, str(c.chart), "-n", SYSTEM, "--create-namespace",
+           "--set", f"image.repository=localhost/{images.IMAGES['operator'].name}",
+           "--set", f"image.tag={images.VERSION}", "--set", "image.pullPolicy=Never",
+           "--set", f"watch.namespaces={{{NS}}}", "--set", "watch.createNamespaces=true",
+           "--set", "operator.observeInterval=3", *extra, "--wait", "--timeout", "5m")
+
+
+class Producer:
+    """Keyed wine records onto the data topic, until stopped: a stream, not a batch."""
+
+    def __init__(self, bootstrap: str, topic: str, prefix: str, rate: float = 50.0):
+        self.bootstrap, self.topic, self.prefix, self.rate = bootstrap, topic, prefix, rate
+        self.sent: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        rows = feed.wine_rows()
+        p = feed.producer(self.bootstrap)
+        i = 0
+        while not self._stop.is_set():
+            key = f"{self.prefix}-{i}"
+            p.produce(self.topic, key=key.encode(), value=feed.wine_json(rows[i % len(rows)]))
+            self.sent.append(key)
+            i += 1
+            p.poll(0)
+            time.sleep(1 / self.rate)
+        assert p.flush(30) == 0
+
+    def __enter__(self) -> "Producer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+
+def scored_keys(c: Cluster, topic: str, expect: int) -> set[str]:
+    return {m.key().decode() for m in read_topic(c.broker.bootstrap, topic, expect=expect, timeout=60) if m.key()}
+
+
+def wait_ready(c: Cluster, name: str, timeout: str = "600s") -> None:
+    c.kubectl("wait", "-n", NS, "--for=condition=Ready", f"modelserving/{name}", f"--timeout={timeout}", timeout=700)
+
+
+@pytest.mark.timeout(2400)
+def test_a_pmml_modelserving_on_a_real_node_from_helm_install_to_uninstall(cluster):
+    c = cluster
+    rows = feed.wine_rows()
+    topics = {"dataTopic": "wine-records", "outputTopic": "wine-predictions", "deadLetterTopic": "wine-dlq"}
+    create_topics(c.broker.bootstrap, {topics["dataTopic"]: 2})
+
+    with c.step("helm install (operator pod Ready)"):
+        install_operator(c)
+    (operator_pod,) = c.pods(SYSTEM, f"app.kubernetes.io/instance={RELEASE}")
+    assert operator_pod["spec"]["serviceAccountName"].startswith(RELEASE)
+    assert operator_pod["spec"]["nodeName"] == real_node.NODE_NAME
+    assert operator_pod["status"]["containerStatuses"][0]["state"].get("running")
+
+    tree = data_uri(models.tree_pmml(rows), "application/xml")
+    ms = modelserving("wine", f"localhost/{images.IMAGES['runtime-pmml'].name}:{images.VERSION}",
+                      {"name": "wine-tree", "version": "1", "format": "pmml", "uri": tree}, topics, c.broker.bootstrap)
+    with c.step("kubectl apply -> Ready (driver and executor containers)"):
+        c.kubectl("apply", "-f", "-", input=yaml.safe_dump(ms))
+        wait_ready(c, "wine")
+    driver = c.until(lambda: c.running(NS, "scorestream.dev/modelserving=wine,app.kubernetes.io/component=driver"),
+                     300, "the driver pod running")
+    c.until(lambda: len(c.running(NS, "scorestream.dev/modelserving=wine,app.kubernetes.io/component=executor")) == 1,
+            300, "one executor pod running")
+
+    with c.step("200 records scored onto the output topic"):
+        feed.produce(c.broker.bootstrap, topics["dataTopic"], feed.wine_records(rows[:200]))
+        assert scored_keys(c, topics["outputTopic"], 200) >= {f"wine-{i}" for i in range(200)}
+
+    logs = c.kubectl("logs", "-n", NS, driver[0], "-c", "driver", "--tail=200")
+    assert logs.strip(), "kubectl logs of the driver is empty"
+
+    with c.step("kubectl scale 1 -> 2 executors -> 1"):
+        executors = "scorestream.dev/modelserving=wine,app.kubernetes.io/component=executor"
+        c.kubectl("scale", "-n", NS, "modelserving/wine", "--replicas=2")
+        c.until(lambda: len(c.running(NS, executors)) == 2, 300, "two executor pods running")
+        c.kubectl("scale", "-n", NS, "modelserving/wine", "--replicas=1")
+        c.until(lambda: len(c.running(NS, executors)) == 1, 300, "one executor pod running again")
+
+    with c.step("canary rollout promoted"), Producer(c.broker.bootstrap, topics["dataTopic"], "canary", rate=200):
+        linear = data_uri(models.linear_pmml(rows), "application/xml")
+        c.kubectl("patch", "-n", NS, "modelserving/wine", "--type=merge", "-p", json.dumps({"spec": {
+            "model": {"name": "wine-linear", "version": "2", "format": "pmml", "uri": linear},
+            "rollout": {"strategy": "Canary", "canary": {"percent": 50, "minRecords": 200, "promoteAfter": "20s",
+                                                          "maxErrorRate": 0.01, "maxLatencyRatio": 100}}}}))
+        c.until(lambda: (json.loads(c.kubectl("get", "-n", NS, "modelserving/wine", "-o", "json"))["status"]
+                         .get("model", {}).get("rollout") or {}).get("phase") == "Promoted", 600, "the canary promoted")
+        status = json.loads(c.kubectl("get", "-n", NS, "modelserving/wine", "-o", "json"))["status"]
+        assert status["model"]["current"]["version"] == "2", status["model"]
+
+    with c.step("driver pod deleted mid-stream -> Ready again"):
+        with Producer(c.broker.bootstrap, topics["dataTopic"], "restart", rate=100) as producer:
+            time.sleep(5)
+            c.kubectl("delete", "pod", "-n", NS, driver[0], "--wait=false")
+            c.until(lambda: [p for p in c.running(NS, "app.kubernetes.io/component=driver,scorestream.dev/modelserving=wine")],
+                    300, "the StatefulSet's new driver pod running", every=3)
+            wait_ready(c, "wine")
+            time.sleep(5)
+        sent = set(producer.sent)
+        scored = scored_keys(c, topics["outputTopic"], 200 + len(sent))
+        lost = sent - scored
+        print(f"driver pod deleted mid-stream: {len(sent)} records sent, {len(lost)} lost")
+        assert not lost, f"{len(lost)} records lost, e.g. {sorted(lost)[:5]}"
+
+    with c.step("helm upgrade (operator rolls; the job keeps serving)"):
+        install_operator(c, "--set", "operator.observeInterval=5")
+        wait_ready(c, "wine", "300s")
+
+    with c.step("kubectl delete ms, helm uninstall: nothing left running"):
+        c.kubectl("delete", "-n", NS, "modelserving/wine", "--wait=true", "--timeout=300s", timeout=400)
+        c.helm("uninstall", RELEASE, "-n", SYSTEM, "--wait", "--timeout", "5m")
+        c.until(lambda: not c.pods(NS) and not c.pods(SYSTEM), 300, "every pod gone")
+
+
+@pytest.mark.timeout(1800)
+def test_a_tensorflow_modelserving_on_a_real_node(cluster):
+    c = cluster
+    rows = feed.wine_rows()
+    topics = {"dataTopic": "tf-records", "outputTopic": "tf-predictions", "deadLetterTopic": "tf-dlq"}
+    create_topics(c.broker.bootstrap, {topics["dataTopic"]: 1})
+    with c.step("TF: helm install"):
+        install_operator(c)
+    keras = data_uri(models.keras_savedmodel_zip(rows, epochs=2), "application/zip")
+    ms = modelserving("wine-tf", f"localhost/{images.IMAGES['runtime'].name}:{images.VERSION}",
+                      {"name": "wine-keras", "version": "1", "format": "tensorflow", "uri": keras}, topics,
+                      c.broker.bootstrap)
     try:
-        kubectl("-n", ns, "rollout", "status", "deployment/ss-e2e-scorestream", "--timeout=180s")
-        # One replica serves, the other stands by: kopf's peering object lists both.
-        peering = kubectl("-n", ns, "get", "kopfpeering", "scorestream", "-o", "jsonpath={.status}")
-        assert peering.count('"priority"') == 2, peering
+        with c.step("TF: kubectl apply -> Ready"):
+            c.kubectl("apply", "-f", "-", input=yaml.safe_dump(ms))
+            wait_ready(c, "wine-tf")
+        with c.step("TF: 200 records scored"):
+            feed.produce(c.broker.bootstrap, topics["dataTopic"], feed.wine_records(rows[:200]))
+            assert scored_keys(c, topics["outputTopic"], 200) >= {f"wine-{i}" for i in range(200)}
     finally:
-        subprocess.run([helm, "uninstall", "ss-e2e", "-n", ns], capture_output=True)
+        c.kubectl("delete", "-n", NS, "modelserving/wine-tf", "--wait=true", "--timeout=300s", check=False, timeout=400)
+        c.helm("uninstall", RELEASE, "-n", SYSTEM, "--wait", "--timeout", "5m", check=False)
