@@ -30,8 +30,9 @@ EXPOSE 8080 9090
 ENTRYPOINT ["scorestream"]
 CMD ["operator"]
 
-# --- the JVM scorer, compiled once with a JDK that the runtime image does not carry, and Spark's
-# --- Kafka connector, resolved by Maven and checked against scorestream/jars.lock ----------------
+# --- the JVM scorer, built by Maven (runtime/jvm/pom.xml, its JUnit tests run) with a JDK that the
+# --- runtime image does not carry, and Spark's Kafka connector, resolved by Maven and checked
+# --- against scorestream/jars.lock. Maven's repository is a build cache: a rebuild fetches nothing twice.
 FROM python:${PYTHON_VERSION}-slim-${DEBIAN_RELEASE} AS scorer
 ARG PIP_VERSION=25.3
 ARG JDK_PACKAGE=openjdk-17-jdk-headless
@@ -41,9 +42,12 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends "${JDK_PACKAGE}" maven \
     && rm -rf /var/lib/apt/lists/*
 COPY --from=source /src /src
+# Editable: Maven builds the module of the source tree, JUnit tests included (the wheel carries
+# only the main sources); the jar is named by their digest, which the runtime image's copy shares.
 RUN pip install "pip==${PIP_VERSION}" \
-    && pip install -c /src/requirements.lock "/src[runtime]" \
-    && scorestream build-jvm \
+    && pip install -c /src/requirements.lock -e "/src[runtime]"
+RUN --mount=type=cache,target=/root/.m2 \
+    scorestream build-jvm \
     && python -m scorestream.jars resolve spark-kafka
 
 # --- the runtime: Java 17, pyspark and its Kafka connector, the PMML4S jars, the scorer, TensorFlow

