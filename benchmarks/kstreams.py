@@ -1,7 +1,8 @@
-"""Peer (K): the reference architecture, Kafka Streams + PMML4S, as a Java process (kstreams_peer/).
+"""Peer (K): the reference architecture, Kafka Streams + PMML4S, as a Java process
+(jvm/src/main/java/dev/scorestream/bench/).
 
-The sources are compiled on first use with ``javac --release 17`` into a jar cached outside git,
-named by a digest of the sources. Kafka Streams comes from Maven Central (``scorestream.jars``);
+The benchmarks' Maven module (jvm/) is built on first use (jvm_build.py). Kafka Streams comes
+from Maven Central, checked against scorestream/jars.lock (``scorestream.jars``);
 PMML4S is the one scorestream scores with (the pypmml wheel's), so both peers run one version.
 """
 
@@ -13,9 +14,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from javac import compiled_jar
+from jvm_build import bench_jar
 
-SOURCES = Path(__file__).parent / "kstreams_peer"
 MAIN_CLASS = "dev.scorestream.bench.KStreamsPeer"
 JVM_OPTS = ("-Xmx1g",)  # as the job's Spark driver (spark.driver.memory 1g); JVM defaults otherwise
 # The set also carries PMML4S 0.9.15 (the newest on Maven Central) and its Scala and commons jars:
@@ -39,20 +39,15 @@ def pmml4s_jars() -> list[Path]:
     return own + [j for j in sorted(own[0].parent.glob("*.jar")) if j not in own]
 
 
-def peer_jar() -> Path:
-    """The compiled peer for the current sources: from the cache, or built now."""
-    return compiled_jar("kstreams-peer", SOURCES, [*kafka_streams_jars(), *pmml4s_jars(), scorer_jar()])
-
-
 def classpath() -> str:
-    return os.pathsep.join(map(str, [peer_jar(), *kafka_streams_jars(), *pmml4s_jars(), scorer_jar()]))
+    return os.pathsep.join(map(str, [bench_jar(), *kafka_streams_jars(), *pmml4s_jars(), scorer_jar()]))
 
 
 def scorer_jar() -> Path:
     """scorestream's scorer jar, for its record decoder only (RecordFields, no Spark classes): the same parsing in both peers."""
-    from scorestream.runtime.jvm import scorer_jar as build
+    from scorestream.runtime.jvm import scorer_jar as find
 
-    return build()
+    return find()
 
 
 class PeerProcess:

@@ -8,7 +8,7 @@ that every peer reads; the demo's decision tree (PMML) for every PMML peer. Part
   a             the report's processor ported to Python: confluent-kafka + pypmml, per record
                 (`--baseline-records` of them: it is slow)
   K             the reference architecture: Kafka Streams 4.3.1 + PMML4S, 2 stream threads, the
-                model in a global store (kstreams_peer/, compiled and cached on first use)
+                model in a global store (jvm/, built by Maven and cached on first use)
   pmml, tf      scorestream's serving job (Spark local[2]) with the tree, and with the demo's
                 Keras SavedModel
   rt            scorestream's serving job with the tree and `spark.trigger: realTime` (Spark's
@@ -18,7 +18,7 @@ that every peer reads; the demo's decision tree (PMML) for every PMML peer. Part
                 steady pace of half scorestream's PMML rate (or `--latency-rate`); scorestream with
                 the job config's default trigger interval
   counting      what the serving statistics cost: the JVM scorer's counting per record next to its
-                decode + PMML4S + prediction record, in one warm JVM (counting/)
+                decode + PMML4S + prediction record, in one warm JVM (jvm/)
 Rates from the broker's append times of each peer's output. Steady state: the records after the
 first `--per-batch` (scorestream's first micro-batch, which pays for start-up and JIT; the same
 count for K and rt) over their time. Warm: (K), scorestream PMML and rt read `--warm-records` more, and the

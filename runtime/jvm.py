@@ -1,8 +1,10 @@
 """The project's JVM scorer: where its jar is, how it is built, which jars Spark must load.
 
 PMML4S is a Scala library; scoring it from Python one record at a time over Py4J runs at a few
-hundred records per second. The scorer is a small Java UDF compiled against pyspark's own jars and
-the PMML4S jars that the ``pypmml`` wheel carries (Scala 2.13, like Spark 4), so it needs no Maven.
+hundred records per second. The scorer is a small Java UDF, a Maven module (``jvm/pom.xml``)
+built against Spark and the PMML4S of the ``pypmml`` wheel, both ``provided`` (Scala 2.13, like
+Spark 4). ``scorestream build-jvm`` (run by ``make setup`` and the image's build stage) builds it
+with Maven; the job only looks the jar up, by a digest of the module, and never compiles.
 """
 
 from __future__ import annotations
@@ -11,11 +13,11 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
-import zipfile
 from pathlib import Path
 
-SOURCES = Path(__file__).parent / "jvm" / "src"
+MODULE = Path(__file__).parent / "jvm"
+POM = MODULE / "pom.xml"
+BUILD_COMMAND = "scorestream build-jvm"
 # pypmml ships the Scala library and commons jars too; Spark has newer ones of its own.
 PMML4S_JARS = ("pmml4s_2.13-", "spray-json_2.13-")
 
@@ -24,16 +26,21 @@ class JvmError(RuntimeError):
     """The JVM scorer cannot be built or found."""
 
 
-def _sources() -> list[Path]:
-    return sorted(SOURCES.rglob("*.java"))
-
-
-def _digest() -> str:
-    h = hashlib.sha256()
-    for src in _sources():
-        h.update(src.relative_to(SOURCES).as_posix().encode())
+def module_digest(module: Path, *inputs: str) -> str:
+    """What a Maven module's jar is built from: its pom and main sources (not its tests), and
+    whatever else the caller names (e.g. a jar it compiles against)."""
+    h = hashlib.sha256((module / "pom.xml").read_bytes())
+    sources = module / "src" / "main" / "java"
+    for src in sorted(sources.rglob("*.java")):
+        h.update(src.relative_to(sources).as_posix().encode())
         h.update(src.read_bytes())
+    for extra in inputs:
+        h.update(extra.encode())
     return h.hexdigest()[:12]
+
+
+def jar_name() -> str:
+    return f"scorestream-jvm-{module_digest(MODULE)}.jar"
 
 
 def spark_jars_dir() -> Path:
@@ -42,61 +49,62 @@ def spark_jars_dir() -> Path:
     return Path(pyspark.__file__).parent / "jars"
 
 
-def pmml4s_jars() -> list[Path]:
+def pypmml_jars_dir() -> Path:
     import pypmml
 
-    jars = Path(pypmml.__file__).parent / "jars"
+    return Path(pypmml.__file__).parent / "jars"
+
+
+def pmml4s_jars() -> list[Path]:
+    jars = pypmml_jars_dir()
     found = [j for j in sorted(jars.glob("*.jar")) if j.name.startswith(PMML4S_JARS)]
     if len(found) != len(PMML4S_JARS):
         raise JvmError(f"PMML4S jars not found in {jars}: is pypmml installed?")
     return found
 
 
-def _cache_dirs() -> list[Path]:
-    dirs = []
-    if os.environ.get("SCORESTREAM_JVM_DIR"):
-        dirs.append(Path(os.environ["SCORESTREAM_JVM_DIR"]))
-    dirs.append(Path(__file__).parent / "jvm" / "build")
-    dirs.append(Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "scorestream")
-    return dirs
+def jar_dirs() -> list[Path]:
+    """Where the jar is looked up: $SCORESTREAM_JVM_DIR (the image's), then Maven's target/."""
+    dirs = [Path(os.environ["SCORESTREAM_JVM_DIR"])] if os.environ.get("SCORESTREAM_JVM_DIR") else []
+    return [*dirs, MODULE / "target"]
 
 
-def scorer_jar(build: bool = True) -> Path:
-    """The jar for the current sources, built on first use where a JDK is present."""
-    name = f"scorestream-jvm-{_digest()}.jar"
-    for d in _cache_dirs():
+def scorer_jar() -> Path:
+    """The jar built from the current sources; an error naming the command that builds it."""
+    name = jar_name()
+    for d in jar_dirs():
         if (d / name).is_file():
             return d / name
-    if not build:
-        raise JvmError(f"{name} is not built; run `scorestream build-jvm`")
-    last: Exception | None = None
-    for d in _cache_dirs():
-        try:
-            d.mkdir(parents=True, exist_ok=True)
-            return _build(d / name)
-        except PermissionError as e:  # read-only install: try the next place
-            last = e
-    raise JvmError(f"no writable place for {name}: {last}")
+    raise JvmError(
+        f"the JVM scorer {name} (built from the current sources) is in none of "
+        f"{', '.join(map(str, jar_dirs()))}: run `{BUILD_COMMAND}` (`make setup` runs it)"
+    )
 
 
-def _build(target: Path) -> Path:
-    javac = shutil.which("javac")
-    if javac is None:
-        raise JvmError("javac not found: install a JDK 17+ (Debian: openjdk-17-jdk-headless)")
-    classpath = os.pathsep.join([str(spark_jars_dir() / "*"), *map(str, pmml4s_jars())])
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "classes"
-        cmd = [javac, "--release", "17", "-nowarn", "-cp", classpath, "-d", str(out)]
-        res = subprocess.run(cmd + [str(s) for s in _sources()], capture_output=True, text=True)
-        if res.returncode != 0:
-            raise JvmError(f"javac failed:\n{res.stderr}")
-        partial = target.with_suffix(".jar.tmp")
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
-            jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n\n")
-            for f in sorted(out.rglob("*.class")):
-                jar.write(f, f.relative_to(out).as_posix())
-        partial.replace(target)  # atomic: concurrent builders never see half a jar
-    return target
+def build(into: Path | None = None) -> Path:
+    """Build the jar with Maven, running its JUnit tests; copy it into ``into`` when given."""
+    name = jar_name()
+    # PMML4S 1.5.8 is not on Maven Central: the pom installs the wheel's jar under its coordinates.
+    maven(POM, "install:install-file@pmml4s-from-pypmml", f"-Dpypmml.jars={pypmml_jars_dir()}")
+    maven(POM, "package", f"-Dscorestream.jar={name.removesuffix('.jar')}")
+    built = MODULE / "target" / name
+    if into is None:
+        return built
+    into.mkdir(parents=True, exist_ok=True)
+    partial = into / f".{name}.tmp"
+    shutil.copyfile(built, partial)
+    partial.replace(into / name)  # atomic: a job starting now never sees half a jar
+    return into / name
+
+
+def maven(pom: Path, goal: str, *args: str) -> None:
+    """``mvn GOAL ARGS`` on a module, quietly; its output in the error when it fails."""
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise JvmError("`mvn` (Apache Maven) not found: `make setup` installs it (apt-get install maven)")
+    res = subprocess.run([mvn, "-B", "-q", "-f", str(pom), goal, *args], capture_output=True, text=True)
+    if res.returncode != 0:
+        raise JvmError(f"mvn {goal} of {pom} failed (exit {res.returncode}):\n{(res.stdout + res.stderr)[-6000:]}")
 
 
 def kafka_connector_jars() -> list[Path]:

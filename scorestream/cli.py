@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,7 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="run a serving job (same as python -m scorestream.runtime)")
     run.add_argument("--config", required=True)
 
-    sub.add_parser("build-jvm", help="compile the JVM scorer (needs a JDK 17+)")
+    sub.add_parser("build-jvm", help="build the JVM scorer with Maven and run its JUnit tests (needs a JDK 17+ and "
+                   "mvn); into $SCORESTREAM_JVM_DIR when set")
 
     from scorestream.runtime import verification
     verification.add_arguments(sub.add_parser("verify", help=verification.HELP))
@@ -56,7 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "build-jvm":
         from scorestream.runtime import jvm
 
-        print(jvm.scorer_jar())
+        into = os.environ.get("SCORESTREAM_JVM_DIR")
+        try:
+            print(jvm.build(Path(into) if into else None))
+        except jvm.JvmError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
         return 0
     if args.command == "crd":
         from scorestream.operator import crd as crd_module

@@ -31,6 +31,19 @@ if "TieredStopAtLevel" not in _submit_opts:  # a tier the caller chose stays
     os.environ["SPARK_SUBMIT_OPTS"] = f"{_submit_opts} -XX:TieredStopAtLevel=1".strip()
 
 
+# The quick tier (`make test-quick`, `pytest -m quick`): every test that needs none of these
+# fixtures and has none of these marks: no Spark, no Kafka broker, no API server, no job process,
+# no JVM of its own, no model trained.
+SLOW_FIXTURES = frozenset({"broker", "jvm_session", "kube", "serving", "wine_fixtures", "demo_models", "frozen_graph"})
+SLOW_MARKS = ("spark", "broker", "jvm")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if not SLOW_FIXTURES.intersection(item.fixturenames) and not any(map(item.get_closest_marker, SLOW_MARKS)):
+            item.add_marker(pytest.mark.quick)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def scratch_under_pytest(tmp_path_factory):
     """Operators' work folders and Spark's scratch folders under pytest's own temporary folder,

@@ -43,7 +43,7 @@ def test_the_images_install_the_pinned_versions_of_make_setup():
     installs = re.findall(r"pip install [^\n\\]*", DOCKERFILE)
     for line in installs:  # nothing unpinned sneaks in
         assert ('"pip==${PIP_VERSION}"' in line or "-c /deps/requirements.lock -r /deps/requirements.txt" in line
-                or "--no-deps /src" in line), line
+                or "--no-deps /src" in line or "--no-deps -e /src" in line), line
     assert "-c requirements.lock" in MAKEFILE
     dev = " ".join(PYPROJECT["project"]["optional-dependencies"]["dev"])
     assert all(e in dev for e in set(extras)), "make setup installs every extra the images install"

@@ -98,6 +98,7 @@ def _verify(capsys, *argv) -> tuple[int, str]:
     return code, out
 
 
+@pytest.mark.jvm
 def test_cli_passes_a_model_matching_its_model_verification(tmp_path, capsys, verified_linear):
     path = tmp_path / "linear.pmml"
     path.write_bytes(verified_linear)
@@ -105,6 +106,7 @@ def test_cli_passes_a_model_matching_its_model_verification(tmp_path, capsys, ve
     assert code == 0 and out.startswith("PASS") and "ModelVerification: 0 of 20 records failed" in out
 
 
+@pytest.mark.jvm
 def test_cli_names_the_tampered_record_and_the_difference(tmp_path, capsys, tampered_linear):
     path = tmp_path / "tampered.pmml"
     path.write_bytes(tampered_linear)
@@ -114,6 +116,7 @@ def test_cli_names_the_tampered_record_and_the_difference(tmp_path, capsys, tamp
     assert f"record {TAMPERED_RECORD}: quality expected" in out and f"(off by {-TAMPER_BY:g}, allowed" in out
 
 
+@pytest.mark.jvm
 def test_cli_reports_the_share_of_a_sample_without_prediction(tmp_path, capsys):
     rows = feed.wine_rows()
     path, sample = tmp_path / "partial.pmml", tmp_path / "wine.jsonl"
@@ -129,6 +132,7 @@ def test_cli_reports_the_share_of_a_sample_without_prediction(tmp_path, capsys):
     assert code == 0
 
 
+@pytest.mark.jvm
 def test_verification_time_is_bounded(tmp_path, capsys, verified_linear):
     """Out of time is a failure: the records not scored were not checked."""
     path, sample = tmp_path / "linear.pmml", tmp_path / "wine.jsonl"
@@ -138,6 +142,7 @@ def test_verification_time_is_bounded(tmp_path, capsys, verified_linear):
     assert code == 1 and "records scored in time" in out
 
 
+@pytest.mark.jvm
 def test_cli_without_anything_to_verify_says_so(tmp_path, capsys):
     path = tmp_path / "tree.pmml"
     path.write_bytes(models.tree_pmml())
@@ -145,6 +150,7 @@ def test_cli_without_anything_to_verify_says_so(tmp_path, capsys):
     assert code == 1 and out.startswith("NOT VERIFIED")
 
 
+@pytest.mark.jvm
 def test_cli_on_the_reports_and_the_demos_models(tmp_path, capsys, wine_fixtures, verified_linear):
     """Every model file of the report and of the demo, on all 1,599 wine rows: each yields a prediction
     for every record (and the verified linear matches its own records)."""
