@@ -543,15 +543,21 @@ def cli(args: argparse.Namespace) -> int:
     else:
         inputs = args.inputs.split(",") if args.inputs else _numeric_fields(sample.records[0], args.expected_field)
         model_of = _tensorflow_model(path, args)
+        started = time.monotonic()
         try:
-            # Loaded before the clock starts, as a job's worker has it loaded: the bound is the
-            # verification's, not TensorFlow's import. A model that fails to load fails again
-            # inside the verification, which reports why.
-            model_of("verification")
-        except Exception:  # reported by verify_tensorflow below
-            pass
-        report = verify_tensorflow(local_filler(model_of), process_runner(), label=str(path),
-                                   inputs=inputs, sample=sample, timeout=args.timeout)
+            # Loaded and checked before the clock starts, as a job's worker has it loaded: the
+            # bound is the verification's, not TensorFlow's import. A model that does not load or
+            # cannot be fed these inputs fails once, as such, not once per record.
+            from scorestream.runtime import tf_model
+
+            reason = tf_model.check(model_of("verification"), len(inputs))
+        except Exception as e:  # whatever TensorFlow raised: the model is bad
+            reason = f"tensorflow model does not load: {type(e).__name__}: {_first_line(e)}"
+        if reason is not None:
+            report = _failed(str(path), "tensorflow", reason, started, args.timeout)
+        else:
+            report = verify_tensorflow(local_filler(model_of), process_runner(), label=str(path),
+                                       inputs=inputs, sample=sample, timeout=args.timeout)
     if args.json:
         print(report.model_dump_json(indent=2))
     else:
