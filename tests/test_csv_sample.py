@@ -97,9 +97,11 @@ def test_verify_takes_the_wine_data_set_as_csv(tmp_path, capsys):
     head = ";".join(f'"{c}"' for c in (*feed.WINE_COLUMNS, "quality")) + "\n"
     sample.write_text(head + "".join(";".join(f"{v:g}" for v in r[:11]) + f";{int(r[11]) + 20}\n" for r in rows[:20]))
     assert cli.main(["verify", str(model), "--sample", str(sample), "--expected-field", "quality",
-                     "--tolerance", "5"]) == 1
-    out = capsys.readouterr().out
-    assert out.startswith("FAIL") and "20 failed" in out and "record 1: quality expected" in out, out
+                     "--tolerance", "5", "--json"]) == 1
+    (result,) = json.loads(capsys.readouterr().out)["sets"]
+    assert (result["records"], result["predicted"], result["failed"]) == (20, 20, 20), result
+    assert [(f["record"], f["field"], f["kind"]) for f in result["failures"][:2]] == [(1, "quality", "off"),
+                                                                                     (2, "quality", "off")]
 
     # A CSV without a header row is refused before anything runs, naming the file only.
     sample.write_text(wine_csv(rows[:5], header=False))
