@@ -197,8 +197,9 @@ def _const_shape(nodes: dict, name: str) -> list[int] | None:
 def input_width(graph_def, input_name: str) -> int | None:
     """The number of features a (None, n) input takes, read from the ops consuming it, for a graph
     whose input has no shape attribute (what ``optimize_for_inference`` writes) or a partly unknown
-    one: the first matrix product's weight, (n, k) or (k, n) transposed, and any constant broadcast against
-    the input on the way there. None when no op says; ops that disagree are an error."""
+    one: the first matrix product's weight, (n, k) or (k, n) transposed, and any constant
+    broadcast against the input on the way there. None when no op says; ops that disagree are an
+    error."""
     nodes = {n.name: n for n in graph_def.node}
     readers: dict[str, list] = {}
     for n in graph_def.node:
