@@ -8,6 +8,7 @@ that is not compacted rejects it saying where it belongs."""
 from __future__ import annotations
 
 import copy
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ from scorestream.operator.spec import KafkaSpec, ModelServingSpec
 from scorestream.runtime.modelstopic import KEYLESS_ON_MODELS_TOPIC
 
 from admission import admit
+from fake_job import job  # noqa: F401 - the job's stand-in and its fixture
+from operator_harness import api, operator, topics  # noqa: F401 - fixtures
 from streaming import wait_until
 
 EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine-pmml.yaml").read_text())
@@ -71,11 +74,27 @@ def test_off_by_default():
 
 
 def _topic_config(bootstrap: str, topic: str) -> dict[str, str]:
+    """The topic's settings, once the broker knows the topic it has just created."""
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, ConfigResource
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    (future,) = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)]).values()
-    return {k: v.value for k, v in future.result(30).items()}
+
+    def describe() -> dict[str, str] | None:
+        (future,) = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, topic)]).values()
+        try:
+            return {k: v.value for k, v in future.result(30).items()}
+        except KafkaException as e:
+            if e.args[0].name() != "UNKNOWN_TOPIC_OR_PART":
+                raise
+            return None
+
+    deadline = time.monotonic() + 30
+    while (config := describe()) is None:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topic {topic}'s settings")
+        time.sleep(0.2)
+    return config
 
 
 @pytest.mark.broker
@@ -181,3 +200,41 @@ def test_keyless_protobuf_models_are_served_from_the_opted_in_topic(serving):
     assert len(by_key) == n and s.read("dlq", idle=1.0) == []
     assert {by_key[f"wine-{i}"] for i in range(200)} == {"report-2"}
     assert {by_key[f"wine-{1000 + i}"] for i in range(200)} == {"report-3"}
+
+
+# -- the operator, against the real control plane and broker -------------------------------------
+
+
+@pytest.mark.broker
+async def test_the_operator_makes_the_keyless_topic_and_says_what_is_wrong_with_one(api, operator, job, broker,
+                                                                                     topics):
+    import json as jsonlib
+
+    from scorestream.demo.broker import create_topics
+
+    from operator_harness import apply, condition, obj, resource, until
+
+    create_topics(broker.bootstrap, {topics["dataTopic"]: 1})
+    keyless = {"topic": f"{topics['modelsTopic']}-keyless", "retentionHours": 12}
+    await apply(api, resource({**topics, "keylessModels": keyless}, broker))
+    await until(lambda: keyless["topic"] in _topics(broker.bootstrap), timeout=60, what="the keyless topic")
+    config = _topic_config(broker.bootstrap, keyless["topic"])
+    assert (config["cleanup.policy"], config["retention.ms"]) == ("delete", str(12 * 3600 * 1000))
+    # The job's configuration names it, so the job reads it.
+    job_config = await until(lambda: obj(api, "v1/configmaps", "wine-job"), what="the job's ConfigMap")
+    assert jsonlib.loads(job_config["data"]["job.json"])["kafka"]["keylessModels"] == keyless
+
+    # A compacted topic named instead: Degraded, saying why, until the spec or the topic changes.
+    compacted = f"{topics['modelsTopic']}-compacted"
+    create_topics(broker.bootstrap, {compacted: 1}, {compacted: {"cleanup.policy": "compact",
+                                                                 "retention.ms": str(12 * 3600 * 1000)}})
+    await apply(api, resource({**topics, "keylessModels": {**keyless, "topic": compacted}}, broker))
+    cond = await until(lambda: condition(api, "wine", "Degraded").get("reason") == "TopicsUnavailable"
+                       and condition(api, "wine", "Degraded"), timeout=60, what="Degraded: TopicsUnavailable")
+    assert f"keylessModels.topic '{compacted}' is compacted" in cond["message"], cond
+
+
+def _topics(bootstrap: str) -> set[str]:
+    from confluent_kafka.admin import AdminClient
+
+    return set(AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics)
