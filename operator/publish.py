@@ -61,7 +61,7 @@ def _sample(v: VerificationSpec) -> Sample:
             text = decode_data_uri(v.uri).decode()
         except UnicodeDecodeError:
             raise ValueError("spec.model.verification: the data: URI is not UTF-8 text") from None
-        return Sample(records=read_records(text, "spec.model.verification"), **rules)
+        return Sample(records=read_records(text, "spec.model.verification", v.uri), **rules)
     return Sample(location=v.uri, **rules)
 
 

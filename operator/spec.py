@@ -182,8 +182,10 @@ class KafkaSpec(KafkaTopics):
 
 class VerificationSpec(Strict):
     uri: str = Field(min_length=1, max_length=262144, pattern=r"^((file|https?|s3|gs)://|/|data:)")
-    """Records in the input format, one JSON object per line, that the model must score before it
-    serves: a location as for the model's uri (fetched by the job), or a data: URI carrying them."""
+    """Records in the input format, one JSON object per line or CSV with a header row naming the
+    fields (a .csv location or a text/csv data: URI, else told by the content), that the model must
+    score before it serves: a location as for the model's uri (fetched by the job), or a data: URI
+    carrying them."""
     min_share: float = Field(1.0, alias="minShare", ge=0.0, le=1.0)
     """The share of the records that must yield a prediction (not dead-lettered, not NaN)."""
     expected_field: str | None = Field(None, alias="expectedField", min_length=1, max_length=253)

@@ -1,5 +1,6 @@
-"""Kafka topics a ModelServing needs: the output, dead-letter and models topics are ensured; the
-data topic is only checked, because creating it would hide a misspelt name."""
+"""Kafka topics a ModelServing needs: the output, dead-letter and models topics (and the keyless
+models topic, where the spec opts in) are ensured; the data topic is only checked, because creating
+it would hide a misspelt name."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from scorestream.config import KeylessModels
 from scorestream.operator.spec import KafkaSpec
 
 
@@ -37,18 +39,52 @@ def ensure_topics(kafka: KafkaSpec, client_properties: dict[str, str], replicati
         kafka.dead_letter_topic: NewTopic(kafka.dead_letter_topic, partitions, replication),
         kafka.models_topic: NewTopic(kafka.models_topic, 1, replication, config={"cleanup.policy": "compact"}),
     }
-    missing = [t for name, t in wanted.items() if name not in existing]
-    if not missing:
-        return report
     errors = []
-    for name, future in admin.create_topics(missing, request_timeout=timeout).items():
+    keyless = kafka.keyless_models
+    if keyless is not None:
+        # Not compacted: Kafka refuses a message without a key on a compacted topic.
+        wanted[keyless.topic] = NewTopic(keyless.topic, 1, replication, config=keyless_topic_config(keyless))
+        if keyless.topic in existing:
+            errors += _check_keyless(admin, keyless, timeout)
+    missing = [t for name, t in wanted.items() if name not in existing]
+    for name, future in (admin.create_topics(missing, request_timeout=timeout) if missing else {}).items():
         try:
             future.result()
             report.created.append(name)
         except Exception as e:
             if "TOPIC_ALREADY_EXISTS" in str(e):
                 continue
-            errors.append(f"{name}: {e}")
+            errors.append(f"cannot create topic {name}: {e}")
     if errors:
-        report.error = "cannot create topics: " + "; ".join(errors)
+        report.error = "; ".join(errors)
     return report
+
+
+def keyless_topic_config(keyless: KeylessModels) -> dict[str, str]:
+    """The keyless models topic's settings, as the operator creates it."""
+    return {"cleanup.policy": "delete", "retention.ms": str(keyless.retention_hours * 3_600_000)}
+
+
+def _check_keyless(admin: AdminClient, keyless: KeylessModels, timeout: float) -> list[str]:
+    """What is wrong with an existing keyless models topic: compacted (it refuses what it is for)
+    or keeping messages for another time than spec.kafka.keylessModels says. Reported, not
+    changed: the topic may be someone else's to configure."""
+    from confluent_kafka.admin import ConfigResource
+
+    name = keyless.topic
+    try:
+        (future,) = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, name)],
+                                          request_timeout=timeout).values()
+        config = {k: v.value for k, v in future.result().items()}
+    except Exception as e:  # KafkaException: no DescribeConfigs right, broker gone
+        return [f"cannot check keylessModels.topic {name!r}: {e}"]
+    want = keyless_topic_config(keyless)
+    problems = []
+    if "compact" in (config.get("cleanup.policy") or "").split(","):
+        problems.append(f"keylessModels.topic {name!r} is compacted (cleanup.policy={config['cleanup.policy']}), where"
+                        f" Kafka refuses messages without a key: set its cleanup.policy to delete")
+    if config.get("retention.ms") != want["retention.ms"]:
+        problems.append(f"keylessModels.topic {name!r} keeps messages for retention.ms={config.get('retention.ms')},"
+                        f" not the {want['retention.ms']} of retentionHours {keyless.retention_hours}: set one to"
+                        f" the other")
+    return problems

@@ -6,13 +6,15 @@ namespace, name and dataType (``naming.model_key``); the job takes only its own 
 report's dataType keys where it opted in), so ModelServings may share a topic. On start the
 whole topic is replayed and, per dataType, the newest message that loads is restored; a
 candidate (key ``.../candidate``) is restored from its newest message only, and a tombstone
-there withdraws it.
+there withdraws it. Where the spec opts in (``kafka.keylessModels``) a second topic, not
+compacted, is read alongside for producers that send no key: its messages count as unaddressed.
 Partitions are assigned, not subscribed: the per-run group id only labels the client, and no
 offsets are committed, so restarts leave no stale groups behind.
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
 import threading
 import time
@@ -25,6 +27,10 @@ from scorestream.config import JobConfig
 from scorestream.runtime.models import ModelLoader, ModelRegistry, ModelRejected
 
 log = logging.getLogger(__name__)
+
+KEYLESS_ON_MODELS_TOPIC = ("a model message without a key on the models topic {topic!r}, which is keyed and"
+                           " compacted: key it (<dataType> with acceptUnaddressedModels) or publish it to"
+                           " kafka.keylessModels.topic")
 
 
 @dataclass
@@ -47,6 +53,10 @@ class ModelsFollower:
         self.loader = loader
         self.registry = registry
         self.topic = config.kafka.models_topic
+        # The keyless models topic (kafka.keylessModels), read next to the compacted one.
+        keyless = config.kafka.keyless_models
+        self.keyless_topic = keyless.topic if keyless is not None else None
+        self.topics = [self.topic] + ([self.keyless_topic] if self.keyless_topic else [])
         self.group = naming.models_group(config.namespace, config.name, run_id)
         self.consumer = Consumer(
             {
@@ -68,14 +78,19 @@ class ModelsFollower:
         """Replay the topic up to its current end and install the newest good model per dataType."""
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-        meta = self.consumer.list_topics(self.topic, timeout=timeout).topics.get(self.topic)
-        if meta is None or meta.error is not None or not meta.partitions:
-            raise RuntimeError(f"models topic {self.topic!r} is not available: {meta.error if meta else 'missing'}")
-        parts = sorted(meta.partitions)
-        ends = {p: self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=timeout, cached=False)[1] for p in parts}
-        self.consumer.assign([TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in parts])
-        pending = {p for p, end in ends.items() if end > 0}
-        seen: dict[tuple[str, bool], list[Item]] = {}  # (dataType, candidate?) -> items, oldest first
+        ends: dict[tuple[str, int], int] = {}
+        for topic in self.topics:
+            meta = self.consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+            if meta is None or meta.error is not None or not meta.partitions:
+                what = "keyless models topic" if topic == self.keyless_topic else "models topic"
+                raise RuntimeError(f"{what} {topic!r} is not available: {meta.error if meta else 'missing'}")
+            for p in sorted(meta.partitions):
+                ends[(topic, p)] = self.consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout,
+                                                                       cached=False)[1]
+        self.consumer.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in ends])
+        pending = {tp for tp, end in ends.items() if end > 0}
+        # (dataType, candidate?) -> topic -> (timestamp, item), oldest first
+        seen: dict[tuple[str, bool], dict[str, list[tuple[int, Item]]]] = {}
         deadline = time.monotonic() + timeout
         while pending:
             if time.monotonic() > deadline:
@@ -86,9 +101,13 @@ class ModelsFollower:
                     continue
                 item = self._guarded_read(msg)
                 if item is not None:
-                    seen.setdefault((item.data_type, item.candidate), []).append(item)
-                if msg.offset() + 1 >= ends[msg.partition()]:
-                    pending.discard(msg.partition())
+                    seen.setdefault((item.data_type, item.candidate), {}).setdefault(msg.topic(), []).append(
+                        (msg.timestamp()[1], item))
+                if msg.offset() + 1 >= ends[(msg.topic(), msg.partition())]:
+                    pending.discard((msg.topic(), msg.partition()))
+        # Each topic in its own order; across the two, the newer message (by its timestamp) is newer.
+        seen = {k: [item for _, item in heapq.merge(*by_topic.values(), key=lambda t: t[0])]
+                for k, by_topic in seen.items()}
         # Serving models first: a candidate stands next to one.
         for (data_type, candidate), items in sorted(seen.items(), key=lambda kv: kv[0][1]):
             if candidate:
@@ -100,19 +119,24 @@ class ModelsFollower:
                     break
         self.restored = True
 
-    def _addressed(self, key: naming.ModelKey) -> bool:
+    def _addressed(self, key: naming.ModelKey, topic: str) -> bool:
         """Is a message for this job: keyed to its namespace and name, or the report's unaddressed
-        key where the spec opted in. Others' messages on a shared topic are not this job's concern:
-        skipped without a trace in its /models, status or Events."""
+        key where the spec opted in (acceptUnaddressedModels, or any message on the keyless models
+        topic). Others' messages on a shared topic are not this job's concern: skipped without a
+        trace in its /models, status or Events."""
         if key.namespace is None:
-            return self.config.kafka.accept_unaddressed_models
+            return self.config.kafka.accept_unaddressed_models or topic == self.keyless_topic
         return key.addressed_to(self.config.namespace, self.config.name)
+
+    def _opted_in(self) -> bool:
+        return self.config.kafka.accept_unaddressed_models or self.keyless_topic is not None
 
     def _read(self, msg) -> Item | None:
         """What a message asks for; None if it is not addressed to this job or is for a dataType
         it does not serve."""
         key = naming.parse_model_key((msg.key() or b"").decode(errors="replace"))
-        if not self._addressed(key):
+        keyless_here = not msg.key() and msg.topic() != self.keyless_topic
+        if not (self._opted_in() if keyless_here else self._addressed(key, msg.topic())):
             return None
         # The key names the dataType (compaction key) even when the value is unreadable.
         if not msg.value() and key.candidate:  # a tombstone: the candidate is withdrawn
@@ -126,6 +150,11 @@ class ModelsFollower:
             if not data_type:
                 self.registry.reject(label, None, str(e))
             return None
+        if keyless_here:
+            # Only a topic that is not compacted holds a message without a key, and the models
+            # topic is meant to be compacted: such messages go to the keyless models topic.
+            return Item(d.data_type, d.candidate is not None, d.label, reason=KEYLESS_ON_MODELS_TOPIC.format(
+                topic=self.topic)) if self._served(d.data_type) else None
         mismatch = bool(key.data_type) and (key.data_type != d.data_type or key.candidate != (d.candidate is not None))
         # A message keyed to a dataType this job serves is its concern whatever its descriptor
         # says: skipping it for naming another dataType would leave no trace of the bad message.

@@ -88,12 +88,13 @@ def archive(folder: Path, target: Path) -> Path:
 
 @dataclass
 class TensorFlowFunction:
-    """A model called once per batch with one dense (None, n) input, giving one output."""
+    """A model called once per batch with one dense (None, n) input, giving one output. ``n_inputs``
+    None: a frozen graph whose input width nothing in it declares."""
 
     fn: object
     input_name: str
     output_name: str
-    n_inputs: int
+    n_inputs: int | None
     dtype: object
 
     def predict(self, x: np.ndarray) -> np.ndarray:
@@ -174,9 +175,70 @@ def infer_names(graph_def, names: TensorFlowGraph) -> tuple[str, str]:
     return _tensor(given_in), _tensor(given_out)
 
 
+# Ops whose output has their input's shape: the width is read past them.
+_PASS_THROUGH = {"Identity", "Cast", "StopGradient", "Snapshot", "CheckNumerics", "PreventGradient",
+                 "Relu", "Relu6", "Sigmoid", "Tanh", "Neg", "Abs", "Sqrt", "Rsqrt", "Square", "Exp", "Log"}
+# Element-wise ops (a normalisation before the first layer): a constant operand of shape (n,) or
+# (1, n) broadcast against the input says n, and the result keeps the input's shape.
+_ELEMENTWISE = {"Add", "AddV2", "Sub", "Mul", "RealDiv", "Div", "Maximum", "Minimum", "BiasAdd", "SquaredDifference"}
+
+# A matrix product's (transpose input, transpose weight) attributes: what tf.matmul writes for an
+# input of known rank 2, and for one of unknown rank.
+_MATMUL = {"MatMul": ("transpose_a", "transpose_b"), "BatchMatMul": ("adj_x", "adj_y"),
+           "BatchMatMulV2": ("adj_x", "adj_y"), "BatchMatMulV3": ("adj_x", "adj_y")}
+
+
+def _const_shape(nodes: dict, name: str) -> list[int] | None:
+    """The shape of a constant tensor (a frozen weight), through Identity ops; None if it is none."""
+    node = nodes.get(name.lstrip("^").split(":")[0])
+    while node is not None and node.op == "Identity" and node.input:
+        node = nodes.get(node.input[0].lstrip("^").split(":")[0])
+    if node is None or node.op != "Const":
+        return None
+    return [d.size for d in node.attr["value"].tensor.tensor_shape.dim]
+
+
+def input_width(graph_def, input_name: str) -> int | None:
+    """The number of features a (None, n) input takes, read from the ops consuming it, for a graph
+    whose input has no shape attribute (what ``optimize_for_inference`` writes) or a partly unknown
+    one: the first matrix product's weight, (n, k) or (k, n) transposed, and any constant
+    broadcast against the input on the way there. None when no op says; ops that disagree are an
+    error."""
+    nodes = {n.name: n for n in graph_def.node}
+    readers: dict[str, list] = {}
+    for n in graph_def.node:
+        for i in n.input:
+            if not i.startswith("^"):
+                readers.setdefault(_tensor(i), []).append(n)
+    widths, frontier, seen = set(), [_tensor(input_name)], set()
+    while frontier:
+        tensor = frontier.pop()
+        for n in readers.get(tensor, []):
+            if n.name in seen:
+                continue
+            seen.add(n.name)
+            if n.op in _PASS_THROUGH:
+                frontier.append(f"{n.name}:0")
+            elif n.op in _ELEMENTWISE:
+                for other in n.input:
+                    shape = _const_shape(nodes, other) if _tensor(other) != tensor else None
+                    if shape is not None and 1 <= len(shape) <= 2 and shape[-1] > 1:
+                        widths.add(shape[-1])
+                frontier.append(f"{n.name}:0")
+            elif n.op in _MATMUL and _tensor(n.input[0]) == tensor and not n.attr[_MATMUL[n.op][0]].b:
+                shape = _const_shape(nodes, n.input[1])
+                if shape is not None and len(shape) == 2:
+                    widths.add(shape[1 if n.attr[_MATMUL[n.op][1]].b else 0])
+    if len(widths) > 1:
+        raise ValueError(f"frozen graph input {input_name!r}: the ops reading it take {sorted(widths)} features")
+    return widths.pop() if widths else None
+
+
 def load_graph(graph_def_bytes: bytes, names: TensorFlowGraph) -> FrozenGraph:
     """Import a frozen GraphDef once (``wrap_function`` + ``import_graph_def``, as TensorFlow 2
-    runs a TF1 graph) and prune it to one (None, n) input and one output."""
+    runs a TF1 graph) and prune it to one (None, n) input and one output. An input without a shape
+    (or with an unknown n) is given one from the ops that read it (``input_width``); where none
+    says, n stays unknown (``n_inputs`` None) and the caller's field count is tried (``check``)."""
     tf = _tf()
     graph_def = tf.compat.v1.GraphDef()
     try:
@@ -186,18 +248,55 @@ def load_graph(graph_def_bytes: bytes, names: TensorFlowGraph) -> FrozenGraph:
     if not graph_def.node:
         raise ValueError("frozen graph has no ops")
     input_name, output_name = infer_names(graph_def, names)
+    _complete_input_shape(tf, graph_def, input_name)
     wrapped = tf.compat.v1.wrap_function(lambda: tf.compat.v1.import_graph_def(graph_def, name=""), [])
     graph = wrapped.graph
     try:
         x, y = graph.get_tensor_by_name(input_name), graph.get_tensor_by_name(output_name)
     except (KeyError, ValueError) as e:
         raise ValueError(f"frozen graph: {e}") from None
-    if x.shape.rank != 2 or x.shape[1] is None:
+    if x.shape.rank not in (None, 2):
         raise ValueError(f"frozen graph input {input_name!r} has shape {x.shape}; (None, n) is supported")
     fn = wrapped.prune(x, y)
-    model = FrozenGraph(fn, input_name, output_name, int(x.shape[1]), x.dtype)
+    n = x.shape[1] if x.shape.rank == 2 else None
+    model = FrozenGraph(fn, input_name, output_name, int(n) if n is not None else None, x.dtype)
     model._keep = wrapped  # the pruned function needs its graph alive
     return model
+
+
+def _complete_input_shape(tf, graph_def, input_name: str) -> None:
+    """Give the input Placeholder the (None, n) shape its consumers imply, when its own shape
+    attribute is absent or leaves n unknown, so that TensorFlow checks the graph against it on
+    import. A shape of another rank is left as it is, for load_graph to refuse."""
+    op = input_name.split(":")[0]
+    node = next((n for n in graph_def.node if n.name == op), None)
+    if node is None or node.op != "Placeholder":
+        return
+    shape = tf.TensorShape(node.attr["shape"].shape) if "shape" in node.attr else tf.TensorShape(None)
+    if shape.rank is not None and (shape.rank != 2 or shape[1] is not None):
+        return
+    width = input_width(graph_def, input_name)
+    if width is not None:
+        node.attr["shape"].shape.CopyFrom(tf.TensorShape([shape[0] if shape.rank else None, width]).as_proto())
+
+
+def check(model: "TensorFlowFunction", n_inputs: int) -> str | None:
+    """Why ``model`` cannot be fed ``n_inputs`` features, or None: its input width against the
+    count, and a row of zeros scored (which proves a graph whose width nothing declares)."""
+    if model.n_inputs is not None and model.n_inputs != n_inputs:
+        return f"model takes {model.n_inputs} inputs but {n_inputs} are configured"
+    try:
+        out = model.predict(np.zeros((1, n_inputs), dtype=np.float32))
+    except Exception as e:  # TensorFlow's InvalidArgumentError: the width does not fit the graph
+        return f"model cannot be fed {n_inputs} inputs: {_first_line(e)}"
+    if out.shape[0] != 1:
+        return f"model returned {out.shape[0]} rows for 1"
+    return None
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0][:300]}" if text else type(e).__name__
 
 
 def check_report(name: str, n_inputs: int) -> dict:
@@ -217,18 +316,11 @@ def check_report(name: str, n_inputs: int) -> dict:
         t0 = time.perf_counter()
         model = cached(SparkFiles.get(name))
         report["loadSeconds"] = time.perf_counter() - t0
-        if model.n_inputs != n_inputs:
-            report["reason"] = f"model takes {model.n_inputs} inputs but {n_inputs} are configured"
-            return report
         t0 = time.perf_counter()
-        out = model.predict(np.zeros((1, n_inputs), dtype=np.float32))
+        report["reason"] = check(model, n_inputs)
         report["predictSeconds"] = time.perf_counter() - t0
-        if out.shape[0] != 1:
-            report["reason"] = f"model returned {out.shape[0]} rows for 1"
     except Exception as e:  # whatever TensorFlow raised: the model is bad, not the job
-        text = str(e).strip().splitlines()
-        report["reason"] = (f"tensorflow model does not load: {type(e).__name__}: {text[0][:300]}" if text
-                            else type(e).__name__)
+        report["reason"] = f"tensorflow model does not load: {_first_line(e)}"
     return report
 
 

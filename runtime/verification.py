@@ -67,9 +67,9 @@ def sample_records(sample: Sample, fetch: Callable[[str], bytes | Path]) -> list
         return sample.records
     content = fetch(sample.location or "")
     if isinstance(content, Path):
-        raise VerificationError(f"sample location {sample.location} is a folder, not a JSON-lines file")
+        raise VerificationError(f"sample location {sample.location} is a folder, not a JSON-lines or CSV file")
     try:
-        return read_records(content.decode(), "sample")
+        return read_records(content.decode(), "sample", sample.location)
     except UnicodeDecodeError:
         raise VerificationError("sample is not UTF-8 text") from None
 
@@ -482,7 +482,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                       " or a frozen graph (a binary GraphDef, .pb)")
     p.add_argument("--inputs", help="a TensorFlow model's input fields, in order, comma-separated"
                                     " (default: the first sample record's numeric fields)")
-    p.add_argument("--sample", help="records in the input format, one JSON object per line")
+    p.add_argument("--sample", help="records in the input format: one JSON object per line, or CSV with a"
+                                    " header row naming the fields (by the .csv extension or the content)")
     p.add_argument("--format", choices=["pmml", "tensorflow"], default=None, help="default: from the file")
     p.add_argument("--graph-input", default=None, help="a frozen graph's input tensor (default: its one Placeholder)")
     p.add_argument("--graph-output", default=None, help="a frozen graph's output tensor (default: its one sink)")
@@ -529,7 +530,7 @@ def cli(args: argparse.Namespace) -> int:
     sample = None
     if args.sample:
         try:
-            records = read_records(Path(args.sample).read_text(), args.sample)
+            records = read_records(Path(args.sample).read_text(), args.sample, args.sample)
             sample = Sample(records=records, minShare=args.min_share, expectedField=args.expected_field,
                             tolerance=args.tolerance)
         except (OSError, VerificationError, ValueError) as e:
@@ -542,15 +543,21 @@ def cli(args: argparse.Namespace) -> int:
     else:
         inputs = args.inputs.split(",") if args.inputs else _numeric_fields(sample.records[0], args.expected_field)
         model_of = _tensorflow_model(path, args)
+        started = time.monotonic()
         try:
-            # Loaded before the clock starts, as a job's worker has it loaded: the bound is the
-            # verification's, not TensorFlow's import. A model that fails to load fails again
-            # inside the verification, which reports why.
-            model_of("verification")
-        except Exception:  # reported by verify_tensorflow below
-            pass
-        report = verify_tensorflow(local_filler(model_of), process_runner(), label=str(path),
-                                   inputs=inputs, sample=sample, timeout=args.timeout)
+            # Loaded and checked before the clock starts, as a job's worker has it loaded: the
+            # bound is the verification's, not TensorFlow's import. A model that does not load or
+            # cannot be fed these inputs fails once, as such, not once per record.
+            from scorestream.runtime import tf_model
+
+            reason = tf_model.check(model_of("verification"), len(inputs))
+        except Exception as e:  # whatever TensorFlow raised: the model is bad
+            reason = f"tensorflow model does not load: {type(e).__name__}: {_first_line(e)}"
+        if reason is not None:
+            report = _failed(str(path), "tensorflow", reason, started, args.timeout)
+        else:
+            report = verify_tensorflow(local_filler(model_of), process_runner(), label=str(path),
+                                       inputs=inputs, sample=sample, timeout=args.timeout)
     if args.json:
         print(report.model_dump_json(indent=2))
     else:

@@ -40,6 +40,27 @@ _UNADDRESSED_OWN_TOPIC = (
 _UNADDRESSED_MESSAGE = (f"acceptUnaddressedModels needs a modelsTopic of your own, not the shared"
                         f" default {DEFAULT_MODELS_TOPIC!r}")
 
+_KEYLESS_OWN_TOPIC = (
+    "!has(self.keylessModels) || !(self.keylessModels.topic in [self.dataTopic, self.outputTopic,"
+    f" self.deadLetterTopic, '{DEFAULT_MODELS_TOPIC}'] || (has(self.modelsTopic)"
+    " && self.keylessModels.topic == self.modelsTopic))"
+)
+_KEYLESS_MESSAGE = (f"keylessModels.topic needs a topic of its own: not dataTopic, outputTopic, deadLetterTopic,"
+                    f" modelsTopic nor the shared default {DEFAULT_MODELS_TOPIC!r}")
+
+
+class KeylessModels(Strict):
+    """A models topic for producers that send model messages without a key."""
+
+    topic: str = Field(pattern=_TOPIC)
+    """The topic: not compacted (Kafka refuses messages without a key on a compacted topic), so it
+    keeps every message for retentionHours. The operator creates it with cleanup.policy=delete,
+    or checks the one that exists."""
+    retention_hours: int = Field(alias="retentionHours", ge=1, le=876000)
+    """How long the topic keeps a model message (its retention.ms). A job restores the newest
+    model per dataType that is still there: publish again within this time, or the next start of
+    the job finds none."""
+
 
 class KafkaTopics(Strict):
     """Where a serving job reads and writes: shared by the ModelServing spec and the job config."""
@@ -52,6 +73,9 @@ class KafkaTopics(Strict):
         }, {
             "rule": _UNADDRESSED_OWN_TOPIC,
             "message": _UNADDRESSED_MESSAGE,
+        }, {
+            "rule": _KEYLESS_OWN_TOPIC,
+            "message": _KEYLESS_MESSAGE,
         }]},
     )
 
@@ -68,6 +92,10 @@ class KafkaTopics(Strict):
     """Also take the report's model messages, keyed by dataType alone (`<dataType>`,
     `<dataType>/candidate`). Whoever writes such a message to the topic reaches every ModelServing
     that opts in on it, so this needs a modelsTopic of your own (not the shared default)."""
+    keyless_models: KeylessModels | None = Field(None, alias="keylessModels")
+    """Also take model messages without a key, from a second models topic that is not compacted
+    (docs/model-messages.md): the newest message per dataType serves, as for the unaddressed ones.
+    Whoever writes to that topic reaches every ModelServing that reads it: a topic of your own."""
     dead_letter_topic: str = Field(alias="deadLetterTopic", pattern=_TOPIC)
     """Records that cannot be decoded or scored go here unchanged, with headers saying why."""
     properties: dict[str, str] = Field(default_factory=dict)
@@ -86,6 +114,9 @@ class KafkaTopics(Strict):
             raise ValueError("outputTopic and deadLetterTopic must differ")
         if self.accept_unaddressed_models and self.models_topic == DEFAULT_MODELS_TOPIC:
             raise ValueError(_UNADDRESSED_MESSAGE)
+        if self.keyless_models is not None and self.keyless_models.topic in (
+                self.data_topic, self.output_topic, self.dead_letter_topic, self.models_topic, DEFAULT_MODELS_TOPIC):
+            raise ValueError(_KEYLESS_MESSAGE)
         return self
 
 

@@ -10,7 +10,10 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -26,7 +29,7 @@ class Sample(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    # Exactly one of: the records inline, or where a JSON-lines file of them is (as a model's location).
+    # Exactly one of: the records inline, or where a JSON-lines or CSV file of them is (as a model's location).
     records: list[dict[str, Any]] | None = Field(None, max_length=MAX_SAMPLE_RECORDS)
     location: str | None = None
     # The share of records that must yield a prediction (not dead-lettered, not NaN).
@@ -48,8 +51,42 @@ class BadSample(ValueError):
     """Sample records that cannot be read."""
 
 
-def read_records(text: str, origin: str) -> list[dict[str, Any]]:
-    """JSON lines, one record (a JSON object) per line; blank lines are skipped."""
+CSV_MEDIA_TYPES = ("text/csv", "text/tab-separated-values")
+_CSV_SUFFIXES = (".csv", ".tsv")
+_JSON_SUFFIXES = (".jsonl", ".ndjson", ".json")
+_CSV_DELIMITERS = (",", ";", "\t", "|")
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?([0-9]+\.[0-9]*|\.[0-9]+|[0-9]+)([eE][+-]?[0-9]+)?")
+
+
+def read_records(text: str, origin: str, name: str | None = None) -> list[dict[str, Any]]:
+    """Sample records: JSON lines (one JSON object per line), or CSV with a header row naming the
+    fields. Which one: by ``name``'s extension (a path or URI: .csv, .tsv, .jsonl, .json) or media
+    type (``text/csv``), else by content (a first line that is not a JSON object is CSV).
+
+    Errors name the line, column and kind of problem, never the text: a sample may hold anything."""
+    kind = _sample_kind(name)
+    if kind is None:
+        head = [line for line in text.splitlines() if line.strip()][:2]
+        # By content, CSV has two fields or more in its header: one column is told by its name only.
+        csv_like = bool(head) and not head[0].lstrip().startswith("{") and _delimiter(head)[1] > 1
+        kind = "csv" if csv_like else "json"
+    return _csv_records(text, origin) if kind == "csv" else _json_records(text, origin)
+
+
+def _sample_kind(name: str | None) -> str | None:
+    if not name:
+        return None
+    if name.startswith("data:"):
+        media = name[len("data:"):].partition(",")[0].split(";")[0].strip().lower()
+        return "csv" if media in CSV_MEDIA_TYPES else ("json" if media.endswith("json") else None)
+    path = name.split("?")[0].split("#")[0].lower()
+    if path.endswith(_CSV_SUFFIXES):
+        return "csv"
+    return "json" if path.endswith(_JSON_SUFFIXES) else None
+
+
+def _json_records(text: str, origin: str) -> list[dict[str, Any]]:
     records = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -64,6 +101,73 @@ def read_records(text: str, origin: str) -> list[dict[str, Any]]:
         if len(records) > MAX_SAMPLE_RECORDS:
             raise BadSample(f"{origin} has more than {MAX_SAMPLE_RECORDS} records")
     return records
+
+
+def csv_value(cell: str) -> int | float | str | None:
+    """A CSV cell as the CSV wrote it: an integer stays an int, a decimal number is a float, an
+    empty cell is no value, anything else is text."""
+    cell = cell.strip()
+    if not cell:
+        return None
+    if _INT.fullmatch(cell):
+        return int(cell)
+    if _FLOAT.fullmatch(cell):
+        return float(cell)
+    return cell
+
+
+def _csv_records(text: str, origin: str) -> list[dict[str, Any]]:
+    head = [line for line in text.splitlines() if line.strip()][:2]
+    if not head:
+        return []
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=_delimiter(head)[0], strict=True)
+    records: list[dict[str, Any]] = []
+    header: list[str] | None = None
+    try:
+        for row in reader:
+            if not any(cell.strip() for cell in row):
+                continue  # blank lines, as in JSON lines
+            if header is None:
+                header = [h.strip() for h in row]
+                _check_header(header, origin)
+                continue
+            if len(row) != len(header):
+                raise BadSample(f"{origin} line {reader.line_num} has {len(row)} fields, the header {len(header)}")
+            # An empty cell is an absent field, as a JSON record leaves it out.
+            records.append({h: v for h, v in zip(header, map(csv_value, row)) if v is not None})
+            if len(records) > MAX_SAMPLE_RECORDS:
+                raise BadSample(f"{origin} has more than {MAX_SAMPLE_RECORDS} records")
+    except csv.Error as e:
+        # csv's messages name the reader's state ("unexpected end of data"), never a cell.
+        raise BadSample(f"{origin} line {reader.line_num} is not readable CSV: {e}") from None
+    return records
+
+
+def _check_header(header: list[str], origin: str) -> None:
+    if not any(isinstance(csv_value(h), str) for h in header):
+        raise BadSample(f"{origin} is CSV without a header row: its first line must name the fields")
+    for col, h in enumerate(header, 1):
+        if not h:
+            raise BadSample(f"{origin} header column {col} is empty")
+        if h in header[:col - 1]:
+            raise BadSample(f"{origin} header column {col} repeats an earlier column's name")
+
+
+def _delimiter(head: list[str]) -> tuple[str, int]:
+    """The delimiter that splits the header into the most fields, and the first record into as
+    many (``;`` in the wine data set, ``,`` in most CSV files), and that many fields."""
+    def fields(line: str, d: str) -> int:
+        try:
+            return len(next(csv.reader([line], delimiter=d)))
+        except csv.Error:
+            return 0
+
+    best, most = ",", 1
+    for d in _CSV_DELIMITERS:
+        n = fields(head[0], d)
+        if n > most and (len(head) < 2 or fields(head[1], d) == n):
+            best, most = d, n
+    return best, most
 
 
 class _Contract(BaseModel):
