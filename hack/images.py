@@ -260,7 +260,16 @@ def build(targets: list[str], base: str | None = None) -> dict[str, Path]:
 
 
 def unpacked_size(archive: Path) -> int:
-    """The sum of the image's layers, uncompressed (what a node's disk holds)."""
+    """The sum of the image's layers, uncompressed (what a node's disk holds); counted once per archive."""
+    counted = archive.with_name(archive.name + ".unpacked")
+    if counted.is_file():
+        return int(counted.read_text())
+    total = _count_unpacked(archive)
+    counted.write_text(str(total))
+    return total
+
+
+def _count_unpacked(archive: Path) -> int:
     with tarfile.open(archive) as tar:
         index = json.load(tar.extractfile("index.json"))
         manifest = json.load(tar.extractfile(_blob(index["manifests"][0]["digest"])))

@@ -1,0 +1,104 @@
+"""The built images, as a cluster runs them: each archive `make images` writes is opened with
+buildah and run with runc (no Docker engine needed), as its own user and as a random UID in group 0
+(OpenShift's restricted SCC), and checked for what the chart and Spark rely on."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import uuid
+
+import pytest
+
+import images  # hack/images.py
+
+pytestmark = pytest.mark.skipif(shutil.which("buildah") is None or os.geteuid() != 0,
+                                reason="needs root and buildah (`make setup` installs it) to run the built images")
+
+RANDOM_UID = random.randint(100_000, 2_000_000_000)
+
+
+@pytest.fixture(scope="module")
+def built():
+    """Every image's archive (built by `make setup`; built here where it is not)."""
+    return images.build(list(images.IMAGES))
+
+
+class Container:
+    def __init__(self, engine: images.Buildah, archive):
+        self.engine = engine
+        self.name = f"ss-test-{uuid.uuid4().hex[:8]}"
+        engine("from", "--pull=never", "--name", self.name, f"oci-archive:{archive}")
+        self.config = json.loads(engine("inspect", "--type", "container", self.name))["OCIv1"]["config"]
+
+    def run(self, *cmd: str, user: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(["buildah", "--root", str(self.engine.root), "--runroot", str(self.engine.runroot),
+                               "--storage-driver", "overlay", "run", "--network=none",
+                               *([f"--user={user}"] if user else []), self.name, "--", *cmd],
+                              capture_output=True, text=True, timeout=300)
+
+    def remove(self) -> None:
+        subprocess.run(["buildah", "--root", str(self.engine.root), "--runroot", str(self.engine.runroot), "rm",
+                        self.name], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def containers(built):
+    engine = images.Buildah()
+    made = {target: Container(engine, archive) for target, archive in built.items()}
+    yield made
+    for c in made.values():
+        c.remove()
+
+
+UNREADABLE = "find {} ! -readable -print -quit; find {} -type d ! -executable -print -quit"
+
+
+@pytest.mark.parametrize("target", ["runtime-pmml", "runtime"])
+def test_the_runtime_runs_as_spark_in_group_0_and_every_user_reads_its_files(containers, target):
+    c = containers[target]
+    assert c.config["User"] == "185:0"
+    assert c.config["Entrypoint"] == ["tini", "--", "/opt/scorestream/entrypoint.sh"]
+    assert set(c.config["ExposedPorts"]) == {"8080/tcp", "9090/tcp", "7078/tcp", "7079/tcp"}
+    assert c.config["Labels"]["org.opencontainers.image.version"] == images.VERSION
+    for user in ("185:0", f"{RANDOM_UID}:0"):
+        # the scorer, the Kafka connector's jars and Python's packages: what a driver and an
+        # executor load (a 0700 jar directory stopped every job on a real cluster)
+        res = c.run("sh", "-c", UNREADABLE.format("/opt/scorestream", "/opt/scorestream")
+                    + "; " + UNREADABLE.format("/usr/local/lib/python3*/", "/usr/local/lib/python3*/"), user=user)
+        assert res.returncode == 0 and res.stdout == "", f"{target} as {user}: unreadable {res.stdout}{res.stderr}"
+        jars = c.run("sh", "-c", "ls /opt/scorestream/jars/*/*.jar /opt/scorestream/jvm/*.jar | wc -l", user=user)
+        assert int(jars.stdout.strip() or 0) >= 5, jars
+    # the entrypoint passes other commands through, as the random UID (a passwd entry is added
+    # for it: Spark's and Hadoop's user lookup fails without one)
+    res = c.run("/opt/scorestream/entrypoint.sh", "sh", "-c", "id -un; python -m scorestream.runtime --help",
+                user=f"{RANDOM_UID}:0")
+    assert res.returncode == 0, res.stderr
+    assert "--config" in res.stdout
+
+
+def test_only_the_tensorflow_flavour_carries_tensorflow(containers):
+    probe = "import importlib.util as u; print(u.find_spec('tensorflow') is not None, u.find_spec('pyspark') is not None)"
+    assert containers["runtime"].run("python", "-c", probe).stdout.split() == ["True", "True"]
+    assert containers["runtime-pmml"].run("python", "-c", probe).stdout.split() == ["False", "True"]
+
+
+def test_the_operator_image_runs_the_cli_without_spark_or_tensorflow(containers):
+    c = containers["operator"]
+    assert c.config["User"] == "1000:0" and c.config["Entrypoint"] == ["scorestream"]
+    assert set(c.config["ExposedPorts"]) == {"8080/tcp", "9090/tcp"}
+    for user in ("1000:0", f"{RANDOM_UID}:0"):
+        res = c.run("scorestream", "--help", user=user)
+        assert res.returncode == 0 and "operator" in res.stdout, res.stderr
+    res = c.run("python", "-c", "import importlib.util as u; print(u.find_spec('pyspark'), u.find_spec('tensorflow'))")
+    assert res.stdout.split() == ["None", "None"]
+
+
+def test_archives_are_cached_by_their_inputs(built):
+    """A second build of unchanged inputs builds nothing: the same archives come back."""
+    again = images.build(list(images.IMAGES))
+    assert again == built and all(p.is_file() for p in again.values())
+    assert all(images.VERSION in p.name for p in again.values())
