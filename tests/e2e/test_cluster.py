@@ -147,9 +147,11 @@ def modelserving(name: str, image: str, model: dict, topics: dict[str, str], boo
             "dataType": "wine", "replicas": 1, "model": model,
             "kafka": {"bootstrapServers": bootstrap, **topics},
             "spark": {"image": image, "imagePullPolicy": "Never", "triggerInterval": "1s",
-                      # two cores for everything: small requests, so every pod fits on the node
-                      "driver": {"cpu": "250m", "memory": "1536Mi"},
-                      "executor": {"cpu": "250m", "memory": "1Gi"}},
+                      # Two cores for everything (the operator's pod, the driver, two executors
+                      # while scaled): a quarter of a core each was too little for a JVM to run
+                      # a batch in minutes; this much fits on the node with room to spare.
+                      "driver": {"cpu": "500m", "memory": "1536Mi"},
+                      "executor": {"cpu": "600m", "memory": "1Gi"}},
             **spec,
         },
     }
@@ -195,7 +197,7 @@ class Producer:
 
 
 def scored_keys(c: Cluster, topic: str, expect: int) -> set[str]:
-    return {m.key().decode() for m in read_topic(c.broker.bootstrap, topic, expect=expect, timeout=60) if m.key()}
+    return {m.key().decode() for m in read_topic(c.broker.bootstrap, topic, expect=expect, timeout=240) if m.key()}
 
 
 def wait_ready(c: Cluster, name: str, timeout: str = "600s") -> None:
