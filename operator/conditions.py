@@ -66,6 +66,9 @@ BENIGN_FALSE = frozenset({Reason.DRIVER_CREATING, Reason.DRIVER_STARTING, Reason
                           Reason.ROLLING_OUT, Reason.SUSPENDED, Reason.CANARY_ANALYSIS, Reason.SHADOW_ANALYSIS,
                           Reason.UPGRADING, Reason.STABLE})
 
+# Why the operator will not run a resource: announced by one Warning of its own, not per condition.
+REFUSALS = frozenset({Reason.INVALID_SPEC, Reason.NO_RUNTIME_IMAGE, Reason.IMAGE_NOT_ALLOWED})
+
 
 def analysis(strategy: str) -> Reason:
     """ModelReady's reason while a candidate of this strategy (Canary, Shadow) is analyzed."""

@@ -30,8 +30,13 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
              connection: kopf.ConnectionInfo | None = None, exit_after_cleanup: float | None = None) -> None:
     """Register the operator's handlers. `connection`: a fixed API server (tests); else kubeconfig/in-cluster.
     `exit_after_cleanup`: end the process this many seconds after kopf's cleanup if kopf has not."""
-    resource = (s.GROUP, s.VERSION, s.PLURAL)
+    _register_lifecycle(registry, config, connection, exit_after_cleanup)
+    _register_resource(registry, config)
+    _register_children(registry)
 
+
+def _register_lifecycle(registry: kopf.OperatorRegistry, config: OperatorConfig,
+                        connection: kopf.ConnectionInfo | None, exit_after_cleanup: float | None) -> None:
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         return connection or kopf.login_via_client(**kwargs)
@@ -68,6 +73,10 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
             timer.daemon = True
             timer.start()
 
+
+def _register_resource(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
+    resource = (s.GROUP, s.VERSION, s.PLURAL)
+
     @kopf.on.resume(*resource, registry=registry)
     @kopf.on.create(*resource, registry=registry)
     @kopf.on.update(*resource, registry=registry)
@@ -93,6 +102,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
     kopf.timer(*resource, registry=registry, interval=config.rollout_poll, initial_delay=config.rollout_poll,
                sharp=False, id="confirm-rollout", when=_rolling_out)(observe)
 
+
+def _register_children(registry: kopf.OperatorRegistry) -> None:
     for group, version, plural in CHILD_KINDS:
         @kopf.on.event(group, version, plural, labels=MANAGED, registry=registry)
         async def child_changed(event: dict[str, Any], body: kopf.Body, memo: kopf.Memo, logger: Any,

@@ -81,6 +81,11 @@ class Context:
         await self.kube.close()
 
 
+def _uid(meta: Body) -> str:
+    """What a resource is known by in this process (its name only where it has no uid: tests)."""
+    return meta.get("uid") or f"{meta['namespace']}/{meta['name']}"
+
+
 # A status write refused because the resource changed since it was read (409): read it again,
 # decide again, write again; a resource changing this often is tried again at the next trigger.
 MAX_STATUS_WRITES = 4
@@ -99,7 +104,7 @@ async def reconcile(ctx: Context, body: Body, logger: logging.Logger | Any, trig
     computed from an older one would undo the steps recorded since (a canary's figures and its
     Promoting step, say); the API server refuses it with 409, and the turn is taken again."""
     meta = body["metadata"]
-    uid = meta.get("uid") or f"{meta['namespace']}/{meta['name']}"
+    uid = _uid(meta)
     task = asyncio.current_task()
     ctx._running.add(task)
     try:
@@ -149,6 +154,8 @@ async def _record(ctx: Context, current: Body, previous: status.Status, new: sta
                                     resource_version=meta.get("resourceVersion"))
     metrics.record_status(meta["namespace"], meta["name"], written)
     for t in status.transitions(previous.conditions, new.conditions):
+        if t.reason in conditions.REFUSALS:
+            continue  # _refused announced it
         (kopf.warn if t.warning else kopf.info)(current, reason=t.reason, message=t.message[:1000])
 
 
@@ -246,7 +253,7 @@ async def _apply(ctx: Context, body: Body, objects: list[Body], logger: logging.
     them: the data topic came, an upgrade failed). A timer does not apply the same objects again:
     a child changed by someone else is repaired by its own event (`_repair`)."""
     meta = body["metadata"]
-    uid = meta.get("uid", f"{meta['namespace']}/{meta['name']}")
+    uid = _uid(meta)
     digest = desired.digest(objects)
     if trigger == "timer" and ctx.applied.get(uid) == digest:
         return
@@ -288,7 +295,7 @@ async def _roll_model(ctx: Context, body: Body, spec: ModelServingSpec, props: d
     """Take the rollout's next step (rollout.plan decides it): publish spec.model as the serving
     model or as a candidate, promote or withdraw a candidate."""
     meta = body["metadata"]
-    uid = meta.get("uid", f"{meta['namespace']}/{meta['name']}")
+    uid = _uid(meta)
     before = previous.model
     observed.published = before.published
     job = observed.job
@@ -371,6 +378,9 @@ async def _scale(ctx: Context, body: Body, spec: ModelServingSpec, names: desire
                                                     step.target, await control.token(ctx.kube, names))
             message = f"{step.message}; asked live (running then: {answer.running})"
             kopf.info(body, reason="Scaled", message=f"{job.executor_target} -> {step.target} executors, live")
+        except LookupError as e:  # the control Secret is gone: the next turn applies everything, it included
+            ctx.applied.pop(_uid(body["metadata"]), None)
+            message = f"{step.message}; asking the job failed: {e}"[:1000]
         except Exception as e:  # unreachable, or refused: asked again at the next observation
             message = f"{step.message}; asking the job failed: {e}"[:1000]
     elif not live and job.reachable and job.executor_target != spec.replicas and observed.driver.exists \

@@ -220,9 +220,7 @@ def phase_and_health(observed: Observed) -> Health:
     """The phase and the Ready, Progressing and Degraded conditions: the job's health, then a job
     upgrade's and the topics' say on it."""
     health = _job_health(observed)
-    if observed.apply_error or observed.spec.suspend:
-        return health
-    up = observed.upgrade
+    up = None if observed.apply_error or observed.spec.suspend else observed.upgrade
     if up is not None and up.phase == "Failed":
         health = Health(health.phase, health.ready, Finding("False", Reason.UPGRADE_ROLLED_BACK, up.message),
                         Finding("True", Reason.UPGRADE_FAILED, up.message))
