@@ -22,11 +22,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from aiohttp import web  # noqa: E402
-
 from scorestream.demo.broker import EmbeddedBroker, create_topics  # noqa: E402
 
-from fake_job import FakeJob, secret_token, served  # noqa: E402
+from fake_job import FakeJob, application, secret_token, served  # noqa: E402
 from kube_cluster import ControlPlane  # noqa: E402
 from operator_harness import Api, Operator, apply, condition, helm_install, operator_config, resource, until  # noqa: E402
 
@@ -62,12 +60,7 @@ async def main(args: argparse.Namespace) -> None:
         api.ns = api.namespace()
         job = FakeJob()
         job.token_source = lambda: secret_token(api)
-        app = web.Application()
-        app.router.add_get("/readyz", job.readyz)
-        app.router.add_get("/stats", job.stats)
-        app.router.add_get("/models", job.models)
-        app.router.add_post("/executors", job.scale)
-        async with served(app) as job.url:
+        async with served(application(job)) as job.url:
             op = Operator(api, operator_config(api, endpointTemplate=job.url, observeInterval=args.observe,
                                                rolloutPoll=args.poll))
             await op.start()
