@@ -8,6 +8,7 @@ JSON. Conditions are set as apimachinery sets them (conditions.set_condition).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
@@ -21,6 +22,7 @@ from scorestream.operator.conditions import BENIGN_FALSE, CRASH_REASONS, Reason,
 from scorestream.operator.conditions import find as find_condition
 from scorestream.operator.rollout import same
 
+LOG = logging.getLogger(__name__)
 Status = s.ModelServingStatus
 Entry = s.ModelHistoryEntry
 CONDITION_TYPES: tuple[s.ConditionType, ...] = ("Ready", "ModelReady", "Progressing", "Degraded")
@@ -140,7 +142,8 @@ def parse(raw: Mapping[str, Any] | None) -> Status:
         for key, value in raw.items():
             try:
                 Status.model_validate({key: value})
-            except ValidationError:
+            except ValidationError as e:
+                LOG.warning("status.%s does not read as this release's status, and is rewritten: %s", key, e)
                 continue
             kept[key] = value
         return Status.model_validate(kept)
