@@ -234,6 +234,11 @@ class Observations:
     stable_spec: dict[str, Any] | None = None  # a failed upgrade runs the last stable spec instead
 
 
+def digest(objects: list[dict[str, Any]]) -> str:
+    """Identifies a set of rendered objects: equal digests, the same objects to apply."""
+    return hashlib.sha256(json.dumps(objects, sort_keys=True).encode()).hexdigest()
+
+
 def desired_state(body: dict[str, Any], seen: Observations, settings: Settings = Settings()) -> list[dict[str, Any]]:
     """What reconcile applies, and what drift repair compares children with: one rendering, so
     that a repair never restores what the reconcile chose not to run.

@@ -13,10 +13,10 @@ import threading
 from typing import Any
 
 import kopf
-from pydantic import ValidationError
 
-from scorestream.operator import desired, images, metrics, reconciler, status
+from scorestream.operator import metrics, reconciler
 from scorestream.operator import spec as s
+from scorestream.operator.conditions import Reason
 from scorestream.operator.kube import Kube
 from scorestream.operator.settings import OperatorConfig
 
@@ -30,8 +30,13 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
              connection: kopf.ConnectionInfo | None = None, exit_after_cleanup: float | None = None) -> None:
     """Register the operator's handlers. `connection`: a fixed API server (tests); else kubeconfig/in-cluster.
     `exit_after_cleanup`: end the process this many seconds after kopf's cleanup if kopf has not."""
-    resource = (s.GROUP, s.VERSION, s.PLURAL)
+    _register_lifecycle(registry, config, connection, exit_after_cleanup)
+    _register_resource(registry, config)
+    _register_children(registry)
 
+
+def _register_lifecycle(registry: kopf.OperatorRegistry, config: OperatorConfig,
+                        connection: kopf.ConnectionInfo | None, exit_after_cleanup: float | None) -> None:
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         return connection or kopf.login_via_client(**kwargs)
@@ -68,6 +73,10 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
             timer.daemon = True
             timer.start()
 
+
+def _register_resource(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
+    resource = (s.GROUP, s.VERSION, s.PLURAL)
+
     @kopf.on.resume(*resource, registry=registry)
     @kopf.on.create(*resource, registry=registry)
     @kopf.on.update(*resource, registry=registry)
@@ -80,9 +89,11 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
         await reconciler.reconcile(memo.ctx, dict(body), logger, trigger="timer")
 
     @kopf.on.event(*resource, registry=registry)
-    async def deleted(event: dict[str, Any], body: kopf.Body, **_: Any) -> None:
-        if event.get("type") == "DELETED":  # its status series go with it
+    async def deleted(event: dict[str, Any], body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+        if event.get("type") == "DELETED":  # its status series and what the operator remembers go with it
             metrics.forget(body.metadata.namespace, body.metadata.name)
+            if getattr(memo, "ctx", None) and body.metadata.uid:
+                memo.ctx.forget(body.metadata.uid)
 
     kopf.timer(*resource, registry=registry, interval=config.observe_interval, initial_delay=1.0,
                sharp=False, idle=0, id="observe")(observe)
@@ -91,38 +102,32 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
     kopf.timer(*resource, registry=registry, interval=config.rollout_poll, initial_delay=config.rollout_poll,
                sharp=False, id="confirm-rollout", when=_rolling_out)(observe)
 
+
+def _register_children(registry: kopf.OperatorRegistry) -> None:
     for group, version, plural in CHILD_KINDS:
         @kopf.on.event(group, version, plural, labels=MANAGED, registry=registry)
         async def child_changed(event: dict[str, Any], body: kopf.Body, memo: kopf.Memo, logger: Any,
                                 **_: Any) -> None:
-            """A child deleted or edited by someone else is restored at once, not at the next timer."""
+            """A child deleted or edited by someone else: its owner's reconcile repairs it at once,
+            not at the next spec change."""
             if event.get("type") not in ("DELETED", "MODIFIED"):
                 return
             owner = next((r for r in body.metadata.get("ownerReferences", [])
                           if r.get("kind") == s.KIND and r.get("controller")), None)
             if owner is None:
                 return
-            ms = await memo.ctx.kube.get(s.API_VERSION, s.KIND, body.metadata.namespace, owner["name"])
-            if ms is None or ms["metadata"].get("uid") != owner.get("uid") or ms["metadata"].get("deletionTimestamp"):
-                return  # the owner is gone: garbage collection takes the child
-            try:
-                verdict = images.decide(s.ModelServingSpec.model_validate(ms.get("spec") or {}),
-                                        config.runtime_image, config.allowed_images)
-            except ValidationError:
-                return  # the reconcile reports it; nothing of this spec is rendered
-            if verdict.image is None:
-                return  # refused: its children are left as they are
-            ms = images.with_image(ms, verdict.image)
-            if desired.drifted(ms, dict(body), status.recorded(ms), deleted=event["type"] == "DELETED",
-                               settings=desired.Settings.of(config)):
-                await reconciler.reconcile(memo.ctx, ms, logger, trigger="child")
+            ms = {"metadata": {"name": owner["name"], "namespace": body.metadata.namespace, "uid": owner.get("uid")}}
+            child = reconciler.Child(dict(body), deleted=event["type"] == "DELETED")
+            await reconciler.reconcile(memo.ctx, ms, logger, trigger="child", child=child)
 
 
 def _rolling_out(body: kopf.Body, **_: Any) -> bool:
     ready = next((c for c in (body.get("status") or {}).get("conditions", []) if c.get("type") == "ModelReady"), {})
+    reason = ready.get("reason")
     # A canary is watched closely (its rules may fail within seconds); a shadow, which may run
     # for days, at the observer's pace.
-    return ready.get("reason") in ("RollingOut", "CanaryAnalysis") or (ready.get("reason") == "NoModel" and bool(body.get("spec", {}).get("model")))
+    return reason in (Reason.ROLLING_OUT, Reason.CANARY_ANALYSIS) or \
+        (reason == Reason.NO_MODEL and bool(body.get("spec", {}).get("model")))
 
 
 def operator_scope(config: OperatorConfig) -> dict[str, Any]:

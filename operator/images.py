@@ -14,12 +14,13 @@ from typing import Any
 
 from scorestream.operator import podtemplate
 from scorestream.operator import spec as s
+from scorestream.operator.conditions import Reason
 
 
 @dataclass(frozen=True)
 class Verdict:
     image: str | None  # the runtime image to run; None: refused
-    reason: str | None = None  # NoRuntimeImage or ImageNotAllowed when refused
+    reason: Reason | None = None  # when refused: NoRuntimeImage or ImageNotAllowed
     message: str = ""
 
 
@@ -32,12 +33,12 @@ def allowed(image: str, patterns: list[str], runtime_image: str | None) -> bool:
 def decide(spec: s.ModelServingSpec, runtime_image: str | None, patterns: list[str]) -> Verdict:
     image = spec.spark.image or runtime_image
     if image is None:
-        return Verdict(None, "NoRuntimeImage",
+        return Verdict(None, Reason.NO_RUNTIME_IMAGE,
                        "spec.spark.image is not set and the operator has no default runtime image"
                        " (the chart's runtimeImage): set one of them")
     refused = [i for i in [image, *podtemplate.template_images(spec)] if not allowed(i, patterns, runtime_image)]
     if refused:
-        return Verdict(None, "ImageNotAllowed",
+        return Verdict(None, Reason.IMAGE_NOT_ALLOWED,
                        f"image(s) {', '.join(repr(i) for i in dict.fromkeys(refused))} not allowed by the operator's"
                        f" allowedImages ({', '.join(patterns)}): nothing is created or updated until the spec"
                        " names allowed images")

@@ -35,6 +35,10 @@ class KubeError(Exception):
         self.status = status
 
 
+class Conflict(KubeError):
+    """A write refused because the object changed since the resourceVersion it was based on."""
+
+
 class NotOwned(Exception):
     """An object of the desired name exists and another controller owns it."""
 
@@ -116,12 +120,18 @@ class Kube:
         return await self._named("GET", api_version, kind, namespace, name)
 
     async def patch_status(self, api_version: str, kind: str, namespace: str, name: str,
-                           patch: dict[str, Any]) -> dict[str, Any] | None:
-        """A JSON merge patch of the status subresource: the object as written, or None if it is gone."""
+                           patch: dict[str, Any], resource_version: str | None = None) -> dict[str, Any] | None:
+        """A JSON merge patch of the status subresource: the object as written, or None if it is gone.
+        With `resource_version`, only onto that version of the object: else Conflict."""
+        body: dict[str, Any] = {"status": patch}
+        if resource_version is not None:
+            body["metadata"] = {"resourceVersion": resource_version}
         status, data = await self.request("PATCH", path(api_version, kind, namespace, name) + "/status",
-                                          {"status": patch}, content_type="application/merge-patch+json")
+                                          body, content_type="application/merge-patch+json")
         if status == 404:
             return None
+        if status == 409:
+            raise Conflict(status, data.get("message", ""))
         if status >= 300:
             raise KubeError(status, data.get("message", ""))
         return data

@@ -1,7 +1,10 @@
-"""One reconcile: apply the desired objects, observe, compute status, tell users what changed.
+"""One reconcile: observe, apply the desired objects, take the rollout's and scaling's next steps,
+record the status, tell users what changed.
 
-Called by the kopf handlers for create/update/resume, by the periodic observer timer, and when a
-child object is deleted or edited. Everything that decides lives in desired.py and status.py.
+Called by the kopf handlers for create/update/resume (a spec change: the desired objects are
+applied), by the timers (they observe and record; they apply only objects an observation changed)
+and when a child object is deleted or edited (a repair: the children only, no status). Everything
+that decides lives in desired.py, status.py, rollout.py, scaling.py and upgrade.py.
 """
 
 from __future__ import annotations
@@ -16,11 +19,23 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from scorestream.operator import control, desired, images, metrics, observer, publish, rollout, scaling, status, upgrade
-from scorestream.operator.kube import Kube, KubeError, NotOwned
+from scorestream.operator import clock, conditions, control, desired, images, metrics, observer, publish, rollout, \
+    scaling, status, upgrade
+from scorestream.operator.kube import Conflict, Kube, KubeError, NotOwned
 from scorestream.operator import spec as s
 from scorestream.operator.settings import OperatorConfig
 from scorestream.operator.spec import ModelServingSpec
+
+
+Body = dict[str, Any]  # a Kubernetes object as the API server returns it
+
+
+@dataclass(frozen=True)
+class Child:
+    """A child object's event: the object, and whether it was deleted."""
+
+    body: Body
+    deleted: bool
 
 
 @dataclass
@@ -33,6 +48,8 @@ class Context:
     # uid -> the rollout id published (or being published) by this process: where the status
     # saying it was sent could not be written, the next reconcile must not send it twice.
     published: dict[str, str] = field(default_factory=dict, init=False)
+    # uid -> the digest of the desired objects this process last applied in full.
+    applied: dict[str, str] = field(default_factory=dict, init=False)
     _running: set[asyncio.Task] = field(default_factory=set, init=False)
     # Weak: a resource's lock lives while a reconcile of it runs or waits, and no longer.
     _turns: weakref.WeakValueDictionary[str, asyncio.Lock] = field(default_factory=weakref.WeakValueDictionary,
@@ -50,6 +67,11 @@ class Context:
             turns = self._turns[uid] = asyncio.Lock()
         return turns
 
+    def forget(self, uid: str) -> None:
+        """A resource deleted: what this process remembers of it goes with it."""
+        self.published.pop(uid, None)
+        self.applied.pop(uid, None)
+
     async def close(self, timeout: float = 10.0) -> None:
         """Let reconciles in flight finish (kopf may still run a timer while it cleans up), then
         close the client."""
@@ -59,102 +81,154 @@ class Context:
         await self.kube.close()
 
 
-def invalid_spec_status(body: dict[str, Any], error: ValidationError, now: str | None = None) -> dict[str, Any]:
-    gen = body.get("metadata", {}).get("generation", 0)
-    message = "; ".join(f"spec.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in error.errors())
-    conditions = [{"type": t, "status": st, "reason": "InvalidSpec", "message": message,
-                   "lastTransitionTime": now or status._now(), "observedGeneration": gen}
-                  for t, st in (("Ready", "False"), ("ModelReady", "False"), ("Progressing", "False"),
-                                ("Degraded", "True"))]
-    return {"observedGeneration": gen, "phase": "Failed", "conditions": conditions}
+def _uid(meta: Body) -> str:
+    """What a resource is known by in this process (its name only where it has no uid: tests)."""
+    return meta.get("uid") or f"{meta['namespace']}/{meta['name']}"
 
 
-def refused_status(body: dict[str, Any], reason: str, message: str, now: str | None = None) -> dict[str, Any]:
-    """The status of a resource the operator will not run (its image): Degraded with the reason,
-    not Ready; what the status said besides (model history, the last stable spec) is kept, and
-    a condition already saying the same keeps its transition time."""
-    previous = dict(body.get("status") or {})
-    gen = body.get("metadata", {}).get("generation", 0)
-    before = {c.get("type"): c for c in previous.get("conditions", [])}
-    conditions = []
-    for ctype, cstatus in (("Ready", "False"), ("Progressing", "False"), ("Degraded", "True")):
-        old = before.get(ctype) or {}
-        same = old.get("status") == cstatus and old.get("reason") == reason
-        conditions.append({"type": ctype, "status": cstatus, "reason": reason, "message": message,
-                           "lastTransitionTime": old["lastTransitionTime"] if same else (now or status._now()),
-                           "observedGeneration": gen})
-    conditions += [c for c in previous.get("conditions", []) if c.get("type") not in ("Ready", "Progressing", "Degraded")]
-    return {**previous, "observedGeneration": gen, "phase": "Failed", "conditions": conditions}
+# A status write refused because the resource changed since it was read (409): read it again,
+# decide again, write again; a resource changing this often is tried again at the next trigger.
+MAX_STATUS_WRITES = 4
 
 
-async def reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger | Any,
-                    trigger: str) -> dict[str, Any] | None:
+async def reconcile(ctx: Context, body: Body, logger: logging.Logger | Any, trigger: str,
+                    child: Child | None = None) -> status.Status | None:
     """Reconcile the resource `body` names and write its new status; returns that status, or None
-    where the resource is gone. Reconciles of one resource run one after the other, whichever
-    handler calls; of different resources, at once.
+    where the resource is gone (or the trigger was a child, whose repair writes no status).
+    Reconciles of one resource run one after the other, whichever handler calls; of different
+    resources, at once.
 
-    Each reads the resource afresh and writes its status before the next starts. The body a
-    kopf handler is given may predate a status the reconcile before it wrote (a timer's body is
-    from the last watch event; kopf would patch a returned status only after the handler
-    returned), and a status computed from an older one undoes the steps recorded since: a
-    canary's figures and its Promoting step, say."""
+    Each reads the resource afresh and writes its status with the resourceVersion it read: the
+    body a kopf handler is given may predate a status written since (a timer's body is from the
+    last watch event), and so may the whole operator during a peering hand-over. A status
+    computed from an older one would undo the steps recorded since (a canary's figures and its
+    Promoting step, say); the API server refuses it with 409, and the turn is taken again."""
     meta = body["metadata"]
+    uid = _uid(meta)
     task = asyncio.current_task()
     ctx._running.add(task)
     try:
-        async with ctx.turns(meta.get("uid") or f"{meta['namespace']}/{meta['name']}"):
-            current = await ctx.kube.get(s.API_VERSION, s.KIND, meta["namespace"], meta["name"])
-            if current is None or current["metadata"].get("uid") != meta.get("uid", current["metadata"].get("uid")):
-                return None  # deleted, or deleted and made again (its own events reconcile that one)
-            started, outcome = time.monotonic(), "error"
-            try:
-                new = await _reconcile(ctx, current, logger, trigger)
-                outcome = new.get("phase", "unknown")
-            finally:
-                metrics.RECONCILES.labels(trigger, outcome).inc()
-                metrics.RECONCILE_SECONDS.labels(trigger).observe(time.monotonic() - started)
-            # A child's repair writes no status: its transitions come with the next reconcile.
-            if trigger != "child":
-                if new != current.get("status"):
-                    await ctx.kube.patch_status(s.API_VERSION, s.KIND, meta["namespace"], meta["name"],
-                                                status.merge_patch(current.get("status"), new))
-                metrics.record_status(meta["namespace"], meta["name"], new)
-            return new
+        async with ctx.turns(uid):
+            for attempt in range(1, MAX_STATUS_WRITES + 1):
+                current = await ctx.kube.get(s.API_VERSION, s.KIND, meta["namespace"], meta["name"])
+                if current is None or current["metadata"].get("uid") != meta.get("uid", current["metadata"].get("uid")):
+                    return None  # deleted, or deleted and made again (its own events reconcile that one)
+                previous = status.parse(current.get("status"))
+                new = await _timed(ctx, current, previous, logger, trigger, child)
+                if new is None or trigger == "child":
+                    return None  # a child's repair: its transitions come with the next reconcile
+                try:
+                    await _record(ctx, current, previous, new)
+                except Conflict:
+                    if attempt == MAX_STATUS_WRITES:
+                        raise
+                    logger.info("status of %s/%s changed since it was read (%s); reading it again",
+                                meta["namespace"], meta["name"], trigger)
+                    continue
+                return new
+            return None
     finally:
         ctx._running.discard(task)
 
 
-async def _reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger | Any,
-                     trigger: str) -> dict[str, Any]:
-    meta = body["metadata"]
-    name, namespace = meta["name"], meta["namespace"]
-    previous = dict(body.get("status") or {})
+async def _timed(ctx: Context, current: Body, previous: status.Status, logger: logging.Logger | Any,
+                 trigger: str, child: Child | None) -> status.Status | None:
+    started, outcome = time.monotonic(), "error"
+    try:
+        new = await _reconcile(ctx, current, previous, logger, trigger, child)
+        outcome = new.phase if new is not None else "repaired"
+        return new
+    finally:
+        metrics.RECONCILES.labels(trigger, outcome).inc()
+        metrics.RECONCILE_SECONDS.labels(trigger).observe(time.monotonic() - started)
+
+
+async def _record(ctx: Context, current: Body, previous: status.Status, new: status.Status) -> None:
+    """Write the status (where it changed) as of the resourceVersion read, then tell users what
+    changed: only a status written is announced."""
+    meta = current["metadata"]
+    written = status.wire(new)
+    if new != previous:
+        await ctx.kube.patch_status(s.API_VERSION, s.KIND, meta["namespace"], meta["name"],
+                                    status.merge_patch(current.get("status"), written),
+                                    resource_version=meta.get("resourceVersion"))
+    metrics.record_status(meta["namespace"], meta["name"], written)
+    for t in status.transitions(previous.conditions, new.conditions):
+        if t.reason in conditions.REFUSALS:
+            continue  # _refused announced it
+        (kopf.warn if t.warning else kopf.info)(current, reason=t.reason, message=t.message[:1000])
+
+
+def _admit(ctx: Context, body: Body, previous: status.Status) -> tuple[Body, ModelServingSpec] | status.Refusal:
+    """The resource as the operator runs it (its runtime image filled in), or why it will not run
+    it: an invalid spec, or an image refused before anything is applied (a running driver keeps the
+    configuration it has)."""
+    generation = body["metadata"].get("generation", 0)
     try:
         spec = ModelServingSpec.model_validate(body.get("spec") or {})
     except ValidationError as e:
-        new = invalid_spec_status(body, e)
-        if previous.get("phase") != "Failed":
-            kopf.warn(body, reason="InvalidSpec", message=new["conditions"][0]["message"][:1000])
-        return new
-    # Before anything is applied: a refused image creates and updates nothing (a running driver
-    # keeps the configuration it has).
+        return status.invalid_spec(generation, e)
     verdict = images.decide(spec, ctx.config.runtime_image, ctx.config.allowed_images)
     if verdict.image is None:
-        new = refused_status(body, verdict.reason, verdict.message)
-        degraded = next((c for c in previous.get("conditions", []) if c.get("type") == "Degraded"), {})
-        if degraded.get("reason") != verdict.reason or degraded.get("message") != verdict.message:
-            kopf.warn(body, reason=verdict.reason, message=verdict.message[:1000])
-        return new
+        return status.Refusal(generation, verdict.reason, verdict.message)
     body = images.with_image(body, verdict.image)
-    spec = ModelServingSpec.model_validate(body["spec"])
+    return body, ModelServingSpec.model_validate(body["spec"])
 
-    observed = status.Observed(generation=meta.get("generation", 0), spec=spec,
-                               controls=previous.get("controls"))
+
+def _refused(body: Body, previous: status.Status, refusal: status.Refusal) -> None:
+    """Its Warning, once: when the reason or message is new."""
+    said = conditions.find(previous.conditions, "Degraded")
+    if said is None or said.reason != refusal.reason or said.message != refusal.message:
+        kopf.warn(body, reason=refusal.reason, message=refusal.message[:1000])
+
+
+async def _reconcile(ctx: Context, body: Body, previous: status.Status, logger: logging.Logger | Any,
+                     trigger: str, child: Child | None = None) -> status.Status | None:
+    meta = body["metadata"]
+    name, namespace = meta["name"], meta["namespace"]
+    admitted = _admit(ctx, body, previous)
+    if isinstance(admitted, status.Refusal):
+        if trigger != "child":
+            _refused(body, previous, admitted)
+            return status.compute(name, namespace, admitted, previous)
+        return None  # refused: its children are left as they are
+    body, spec = admitted
+    if trigger == "child":
+        if not meta.get("deletionTimestamp"):  # else garbage collection takes the children
+            await _repair(ctx, body, child, logger)
+        return None
+    observed = status.Observed(generation=meta.get("generation", 0), spec=spec, controls=previous.controls)
+    props, partitions, run = await _observe(ctx, body, spec, observed)
+    # A changed job configuration that did not become ready in time: run the last stable spec.
+    verdict = upgrade.assess(name, namespace, spec, body.get("spec") or {}, observed.generation, previous,
+                             observed.driver.config_hash, observed.driver.ready and observed.job.ready,
+                             time.time(), clock.now_text())
+    observed.last_stable, observed.upgrade = verdict.last_stable, verdict.upgrade
+    if verdict.event:
+        (kopf.warn if verdict.event[0] == "UpgradeRolledBack" else kopf.info)(
+            body, reason=verdict.event[0], message=verdict.event[1][:1000])
+    seen = desired.Observations(data_topic_missing=observed.data_topic_exists is False, stable_spec=verdict.run_spec)
+    try:
+        await _apply(ctx, body, desired.desired_state(body, seen, desired.Settings.of(ctx.config)), logger, trigger)
+    except (KubeError, NotOwned) as e:
+        observed.apply_error = str(e)
+    if spec.model and run and props is not None:
+        await _roll_model(ctx, body, spec, props, previous, observed)
+    if run:
+        await _scale(ctx, body, spec, desired.Names(name, namespace), previous, observed, partitions)
+    return status.compute(name, namespace, observed, previous)
+
+
+async def _observe(ctx: Context, body: Body, spec: ModelServingSpec,
+                   observed: status.Observed) -> tuple[dict[str, str] | None, int | None, bool]:
+    """The topics, the driver pod and the job, into `observed`; returns the Kafka client
+    properties (None: unusable), the data topic's partitions, and whether the job should run."""
+    meta = body["metadata"]
     run = not spec.suspend
     props: dict[str, str] | None = None
     if run and (ctx.config.manage_topics or spec.model):
         try:
-            props = await observer.kafka_client_properties(ctx.kube, namespace, spec)
+            props = await observer.kafka_client_properties(ctx.kube, meta["namespace"], spec)
         except LookupError as e:
             observed.topics_error = str(e)
     partitions: int | None = None
@@ -166,68 +240,80 @@ async def _reconcile(ctx: Context, body: dict[str, Any], logger: logging.Logger 
             kopf.info(body, reason="TopicsCreated", message=", ".join(report.created))
         # No driver until the data topic exists: it would only crash-loop.
         run = report.data_topic_exists is not False
-
-    names = desired.Names(name, namespace)
+    names = desired.Names(meta["name"], meta["namespace"])
     observed.driver = await observer.driver_state(ctx.kube, names)
     if observed.driver.exists or ctx.config.endpoint_template:
         observed.job = await observer.job_report(observer.endpoint_of(names, ctx.config.endpoint_template))
+    return props, partitions, run
 
-    # A changed job configuration that did not become ready in time: run the last stable spec.
-    verdict = upgrade.assess(name, namespace, spec, body.get("spec") or {}, observed.generation, previous,
-                             observed.driver.config_hash, observed.driver.ready and observed.job.ready,
-                             time.time(), status._now())
-    observed.last_stable, observed.upgrade = verdict.last_stable, verdict.upgrade
-    if verdict.event and trigger != "child":
-        (kopf.warn if verdict.event[0] == "UpgradeRolledBack" else kopf.info)(
-            body, reason=verdict.event[0], message=verdict.event[1][:1000])
-    seen = desired.Observations(data_topic_missing=observed.data_topic_exists is False, stable_spec=verdict.run_spec)
+
+async def _apply(ctx: Context, body: Body, objects: list[Body], logger: logging.Logger | Any, trigger: str) -> None:
+    """Apply the desired objects: on a change of the spec (create, update, resume), and on a
+    timer only where they differ from what this process applied last (an observation changed
+    them: the data topic came, an upgrade failed). A timer does not apply the same objects again:
+    a child changed by someone else is repaired by its own event (`_repair`)."""
+    meta = body["metadata"]
+    uid = _uid(meta)
+    digest = desired.digest(objects)
+    if trigger == "timer" and ctx.applied.get(uid) == digest:
+        return
+    ctx.applied.pop(uid, None)  # until all of them are applied
+    # Before the driver that mounts it; made once, never rendered (it is random).
+    if await control.ensure_secret(ctx.kube, meta):
+        logger.info("created Secret %s/%s (the job's control token)", meta["namespace"],
+                    desired.Names(meta["name"], meta["namespace"]).control_secret)
+    for obj in objects:
+        if await ctx.kube.apply(obj) == "created":
+            logger.info("created %s", observer.summary(obj))
+    ctx.applied[uid] = digest
+
+
+async def _repair(ctx: Context, body: Body, child: Child | None, logger: logging.Logger | Any) -> None:
+    """A child deleted or edited by someone else: apply the desired objects again if it differs
+    from what the last reconcile rendered (its recorded observations: a child's event must not
+    undo a reconcile's choices)."""
+    if child is None:
+        return
+    seen = status.recorded(body)
+    settings = desired.Settings.of(ctx.config)
+    if not desired.drifted(body, child.body, seen, deleted=child.deleted, settings=settings):
+        return
     try:
-        # Before the driver that mounts it; made once, never rendered (it is random).
-        if await control.ensure_secret(ctx.kube, meta):
-            logger.info("created Secret %s/%s (the job's control token)", namespace, names.control_secret)
-        for obj in desired.desired_state(body, seen, desired.Settings.of(ctx.config)):
+        for obj in desired.desired_state(body, seen, settings):
             result = await ctx.kube.apply(obj)
-            if result == "created":
-                logger.info("created %s", observer.summary(obj))
-            elif result == "patched" and trigger in ("timer", "child"):
+            if result == "patched":
                 kopf.warn(body, reason="DriftRepaired", message=f"{observer.summary(obj)} was changed or deleted; restored")
-    except (KubeError, NotOwned) as e:
-        observed.apply_error = str(e)
-
-    if spec.model and run and props is not None and trigger != "child":
-        await _roll_model(ctx, body, spec, props, previous, observed)
-    if run and trigger != "child":
-        await _scale(ctx, body, spec, names, previous, observed, partitions)
-    new = status.compute(name, namespace, observed, previous)
-    if trigger != "child":  # a child's repair does not patch status: its transitions come with the next one
-        _post_transitions(body, previous, new)
-    return new
+            elif result == "created":
+                logger.info("created %s", observer.summary(obj))
+    except (KubeError, NotOwned) as e:  # reported by the next reconcile, which applies them too
+        logger.warning("repairing the children of %s/%s failed: %s", body["metadata"]["namespace"],
+                       body["metadata"]["name"], e)
 
 
-async def _roll_model(ctx: Context, body: dict[str, Any], spec: ModelServingSpec, props: dict[str, str],
-                      previous: dict[str, Any], observed: status.Observed) -> None:
+async def _roll_model(ctx: Context, body: Body, spec: ModelServingSpec, props: dict[str, str],
+                      previous: status.Status, observed: status.Observed) -> None:
     """Take the rollout's next step (rollout.plan decides it): publish spec.model as the serving
     model or as a candidate, promote or withdraw a candidate."""
     meta = body["metadata"]
-    uid = meta.get("uid", f"{meta['namespace']}/{meta['name']}")
-    prev_model = previous.get("model") or {}
-    observed.published = prev_model.get("published")
+    uid = _uid(meta)
+    before = previous.model
+    observed.published = before.published
     job = observed.job
     # A job that does not answer, or is still restoring, serves what it served last time (a
     # restart restores it): a change then is still a trial, not a first model.
-    current = job.serving.get(spec.data_type) or prev_model.get("current")
-    history = [dict(e) for e in prev_model.get("history", [])]
+    current = job.serving.get(spec.data_type) or \
+        (status.Running(name=before.current.name, version=before.current.version) if before.current else None)
     # A control request (the promote/abort/rollback-to annotations) not handled yet comes first.
-    asked = rollout.manual(spec, previous, rollout.Requests.of(meta.get("annotations")), status._now())
+    asked = rollout.manual(spec, previous, rollout.Requests.of(meta.get("annotations")), clock.now_text())
     step = asked.step or rollout.plan(spec, previous, current, job.candidates.get(spec.data_type),
-                                      status.rejection(observed, history), time.time())
+                                      status.rejection(observed, before.history), time.time())
     observed.plan = step
     if asked.step is None:
         _handled(body, observed, asked)  # nothing to send: the request (if any) is answered now
     if step.token is None:
         return
-    # Sent already by this process (the timer and the update handler reconcile concurrently and
-    # both see a status without it): the status is computed as if sent, nothing is sent twice.
+    # Sent already by this process, and the status saying so was not written (its write was
+    # refused with 409, or failed): the status is computed as if sent, nothing is sent twice.
     already = step.token == ctx.published.get(uid)
     ctx.published[uid] = step.token
     if not already:
@@ -264,34 +350,37 @@ async def _roll_model(ctx: Context, body: dict[str, Any], spec: ModelServingSpec
                   message=f"{spec.data_type} candidate withdrawn: {step.reason}"[:1000])
 
 
-def _handled(body: dict[str, Any], observed: status.Observed, asked: rollout.Manual, post: bool = True) -> None:
+def _handled(body: Body, observed: status.Observed, asked: rollout.Manual, post: bool = True) -> None:
     """Record a control request as handled (status.controls), with its Event."""
-    observed.controls = asked.handled or None
+    observed.controls = asked.handled
     if asked.event and post:
         reason, message, warning = asked.event
         (kopf.warn if warning else kopf.info)(body, reason=reason, message=message[:1000])
 
 
-async def _scale(ctx: Context, body: dict[str, Any], spec: ModelServingSpec, names: desired.Names,
-                 previous: dict[str, Any], observed: status.Observed, partitions: int | None) -> None:
+async def _scale(ctx: Context, body: Body, spec: ModelServingSpec, names: desired.Names,
+                 previous: status.Status, observed: status.Observed, partitions: int | None) -> None:
     """Ask the job for the executors scaling.plan decides: live where its cluster manager can,
     else by restarting the driver from its checkpoint (the ConfigMap has the new total)."""
     job = observed.job
     step = scaling.plan(spec, previous, job, partitions, time.time())
     live = job.live_scaling is not False
     message = step.message
-    before = previous.get("scaling") or {}
-    if step.capped and (not before.get("capped") or before.get("target") != step.target):
+    before = previous.scaling
+    if step.capped and (before is None or not before.capped or before.target != step.target):
         kopf.warn(body, reason="ReplicasCapped", message=step.message[:1000])
-    auto_before = (previous.get("autoscaling") or {}).get("replicas")
-    if step.autoscaling and step.autoscaling["replicas"] != auto_before and auto_before is not None:
-        kopf.info(body, reason="Autoscaled", message=step.autoscaling["reason"][:1000])
+    auto_before = previous.autoscaling.replicas if previous.autoscaling else None
+    if step.autoscaling and step.autoscaling.replicas != auto_before and auto_before is not None:
+        kopf.info(body, reason="Autoscaled", message=step.autoscaling.reason[:1000])
     if live and step.ask:
         try:
             answer = await observer.scale_executors(observer.endpoint_of(names, ctx.config.endpoint_template),
                                                     step.target, await control.token(ctx.kube, names))
             message = f"{step.message}; asked live (running then: {answer.running})"
             kopf.info(body, reason="Scaled", message=f"{job.executor_target} -> {step.target} executors, live")
+        except LookupError as e:  # the control Secret is gone: the next turn applies everything, it included
+            ctx.applied.pop(_uid(body["metadata"]), None)
+            message = f"{step.message}; asking the job failed: {e}"[:1000]
         except Exception as e:  # unreachable, or refused: asked again at the next observation
             message = f"{step.message}; asking the job failed: {e}"[:1000]
     elif not live and job.reachable and job.executor_target != spec.replicas and observed.driver.exists \
@@ -300,13 +389,8 @@ async def _scale(ctx: Context, body: dict[str, Any], spec: ModelServingSpec, nam
         await ctx.kube.delete("v1", "Pod", names.namespace, names.driver_pod)
         message = f"restarting the driver for {spec.replicas} executor(s): its cluster manager cannot change them live"
         kopf.info(body, reason="RestartedToScale", message=message)
-    elif before.get("target") == step.target and before.get("message"):
-        message = before["message"]
-    observed.scaling = {"target": step.target if live else spec.replicas, "mode": "Live" if live else "Restart",
-                        "capped": step.capped, "message": message}
+    elif before is not None and before.target == step.target and before.message:
+        message = before.message
+    observed.scaling = s.ScalingStatus(target=step.target if live else spec.replicas, mode="Live" if live else "Restart",
+                                       capped=step.capped, message=message)
     observed.autoscaling = step.autoscaling
-
-
-def _post_transitions(body: dict[str, Any], previous: dict[str, Any], new: dict[str, Any]) -> None:
-    for t in status.transitions(previous, new):
-        (kopf.warn if t.warning else kopf.info)(body, reason=t.reason, message=t.message[:1000])

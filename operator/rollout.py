@@ -14,15 +14,42 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Literal, Protocol
 
 from scorestream.api.descriptor import CandidateRole, ModelDescriptor
 from scorestream.config import duration_seconds
-from scorestream.operator import publish
+from scorestream.operator import clock, publish
 from scorestream.operator import spec as s
 
 Verdict = Literal["wait", "promote", "rollback"]
+
+
+class Named(Protocol):
+    """A model version, wherever it is written: spec.model, a status entry, the job's report."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
+
+
+class Measured(Named, Protocol):
+    """A version the job runs, with its figures (None: not reported)."""
+
+    @property
+    def records(self) -> int | None: ...
+
+    @property
+    def errors(self) -> int | None: ...
+
+    @property
+    def mean_ms(self) -> float | None: ...
+
+
+def same(a: Named | None, b: Named | None) -> bool:
+    """The same name and version."""
+    return a is not None and b is not None and (a.name, str(a.version)) == (b.name, str(b.version))
 
 
 @dataclass(frozen=True)
@@ -34,9 +61,10 @@ class Figures:
     mean_ms: float | None = None
 
     @classmethod
-    def of(cls, info: dict[str, Any] | None) -> Figures:
-        info = info or {}
-        return cls(int(info.get("records") or 0), int(info.get("errors") or 0), info.get("meanMs"))
+    def of(cls, run: Measured | None) -> Figures:
+        if run is None:
+            return cls()
+        return cls(run.records or 0, run.errors or 0, run.mean_ms)
 
 
 def judge(rules: s.AnalysisSpec, current: Figures, candidate: Figures, elapsed: float,
@@ -91,39 +119,29 @@ def candidate_descriptor(spec: s.ModelServingSpec) -> ModelDescriptor:
     return publish.descriptor(spec).model_copy(update={"candidate": CandidateRole(strategy=r.strategy, percent=percent)})
 
 
-def _same(model: dict[str, Any] | None, want: s.ModelSpec) -> bool:
-    return bool(model) and (model.get("name"), str(model.get("version"))) == (want.name, want.version)
-
-
-def _seconds_since(rfc3339: str | None, now: float) -> float:
-    if not rfc3339:
-        return 0.0
-    return now - datetime.strptime(rfc3339, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
-
-
-def plan(spec: s.ModelServingSpec, previous: dict[str, Any], current: dict[str, Any] | None,
-         candidate: dict[str, Any] | None, rejection: str | None, now: float) -> Plan:
+def plan(spec: s.ModelServingSpec, previous: s.ModelServingStatus, current: Measured | None,
+         candidate: Measured | None, rejection: str | None, now: float) -> Plan:
     """`previous`: the last status; `current`/`candidate`: what the job serves (None: nothing, or
     the job did not answer); `rejection`: why the job rejected the published model, if it did."""
     want = spec.model
     if want is None:
         return Plan()
-    model = previous.get("model") or {}
-    published = model.get("published")
+    model = previous.model
+    published = model.published
     main = publish.descriptor(spec)
     main_id = publish.rollout_id(main)
     strategy = spec.rollout.strategy
-    pinned = model.get("pinned") or {}
-    if pinned and pinned.get("overrides") == main_id:
+    pinned = model.pinned
+    if pinned and pinned.overrides == main_id:
         # Rolled back by request: spec.model waits until it changes (as a failed upgrade does).
-        return Plan(reason=f"rolled back to {pinned['version']} by request; spec.model {want.version} "
+        return Plan(reason=f"rolled back to {pinned.version} by request; spec.model {want.version} "
                            "is not served until spec.model changes")
     # Nothing serves yet (a new resource), or the model already serves: nothing to compare with.
-    if strategy == "Immediate" or not current or _same(current, want):
-        if published != main_id and not _same(current, want):
+    if strategy == "Immediate" or not current or same(current, want):
+        if published != main_id and not same(current, want):
             # The candidate key is cleared too, even where the job drops a candidate that became
             # the serving model by itself: a restart must not restore an old trial.
-            return Plan(publish=main, rollout_id=main_id, withdraw=bool(candidate or model.get("rollout")))
+            return Plan(publish=main, rollout_id=main_id, withdraw=bool(candidate or model.rollout))
         if candidate:  # spec.model went back to the serving model during a trial: end the trial
             return Plan(withdraw=True, reason="the candidate is no longer spec.model", ends=published)
         return Plan()
@@ -133,17 +151,17 @@ def plan(spec: s.ModelServingSpec, previous: dict[str, Any], current: dict[str, 
         return Plan()  # promoted: waiting for the job to serve it
     if published != cand_id:
         return Plan(publish=cand, rollout_id=cand_id)
-    trial = model.get("rollout") or {}
-    if trial.get("phase") != "Analyzing":
+    trial = model.rollout
+    if trial is None or trial.phase != "Analyzing":
         return Plan()  # rolled back: not retried until the spec changes
     if rejection:
         return Plan(withdraw=True, verdict="rollback", reason=f"the job rejected it: {rejection}", ends=cand_id)
-    if not _same(candidate, want):
+    if not same(candidate, want):
         return Plan(reason="waiting for the job to install the candidate")
     rules = spec.rollout.canary if strategy == "Canary" else spec.rollout.shadow
     promote_after = duration_seconds(spec.rollout.canary.promote_after) if strategy == "Canary" else None
     verdict, why = judge(rules, Figures.of(current), Figures.of(candidate),
-                         _seconds_since(trial.get("startedAt"), now), promote_after)
+                         now - clock.seconds(trial.started_at), promote_after)
     if verdict == "promote":
         return Plan(publish=main, rollout_id=main_id, withdraw=True, verdict="promote", reason=why)
     if verdict == "rollback":
@@ -176,10 +194,10 @@ def rollback_value(version: str, request_id: str) -> str:
     return f"{version}@{request_id}"
 
 
-def rollback_version(value: str, history: list[dict[str, Any]]) -> str:
+def rollback_version(value: str, history: list[s.ModelHistoryEntry]) -> str:
     """The version a rollback-to value names: the whole value if a version in the history has
     that name (a version may contain '@'), else what comes before its last '@'."""
-    if any(e.get("version") == value for e in history):
+    if any(e.version == value for e in history):
         return value
     return value.rpartition("@")[0] or value
 
@@ -189,77 +207,108 @@ class Manual:
     """What one control request does: the step to take instead of `plan`'s (None: none), the
     status.controls to record, a pin to record, and the Event to post."""
 
-    handled: dict[str, Any]  # status.controls
+    handled: s.ControlsStatus | None  # status.controls
     step: Plan | None = None
-    pinned: dict[str, Any] | None = None  # status.model.pinned, when a rollback is taken now
+    pinned: s.PinnedModel | None = None  # status.model.pinned, when a rollback is taken now
     event: tuple[str, str, bool] | None = None  # (reason, message, warning)
 
 
-def kept_model(want: s.ModelSpec) -> dict[str, Any] | None:
+def kept_model(want: s.ModelSpec) -> s.ModelSpec | None:
     """spec.model as a history entry keeps it for a later rollback, if it is small enough."""
     kept = want.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return kept if len(json.dumps(kept)) <= MAX_KEPT_MODEL else None
+    return want if len(json.dumps(kept)) <= MAX_KEPT_MODEL else None
 
 
-def manual(spec: s.ModelServingSpec, previous: dict[str, Any], requests: Requests, now: str) -> Manual:
+@dataclass(frozen=True)
+class _Asked:
+    """What a control request is judged on."""
+
+    spec: s.ModelServingSpec
+    model: s.ModelStatus
+    handled: dict[str, str]  # the request ids handled before (status.controls' promote, abort, rollbackTo)
+    cand_id: str | None  # spec.model's candidate rollout id, under a Canary or Shadow strategy
+    now: str
+
+    @property
+    def on_trial(self) -> bool:
+        trial = self.model.rollout
+        return self.spec.model is not None and self.cand_id is not None and self.model.published == self.cand_id \
+            and trial is not None and trial.phase == "Analyzing"
+
+    @property
+    def label(self) -> str:
+        want = self.spec.model
+        return f"{want.name} {want.version}" if want else ""
+
+    def done(self, key: str, value: str, message: str, step: Plan | None = None, warn: bool = False,
+             pinned: s.PinnedModel | None = None, reason: str = "") -> Manual:
+        controls = s.ControlsStatus.model_validate({**self.handled, key: value, "message": message,
+                                                    "acted": step is not None})
+        return Manual(controls, step, pinned,
+                      (reason or ("ControlIgnored" if step is None else "ControlApplied"), message, warn))
+
+
+def manual(spec: s.ModelServingSpec, previous: s.ModelServingStatus, requests: Requests, now: str) -> Manual:
     """The first control request not yet handled (abort, promote, rollback-to, in this order; the
     others at the next reconcile), as a pure function of the spec and the last status. A request
     that cannot be carried out is handled too, with an Event saying why: it is not retried."""
-    handled = dict(previous.get("controls") or {})
-    handled.pop("message", None)
-    handled.pop("acted", None)
-    model = previous.get("model") or {}
-    trial = model.get("rollout") or {}
+    before = previous.controls
+    handled = before.model_dump(by_alias=True, exclude_none=True, include={"promote", "abort", "rollback_to"}) \
+        if before else {}
     want = spec.model
     cand_id = publish.rollout_id(candidate_descriptor(spec)) if want and spec.rollout.strategy != "Immediate" else None
-    on_trial = want is not None and cand_id is not None and model.get("published") == cand_id \
-        and trial.get("phase") == "Analyzing"
-    label = f"{want.name} {want.version}" if want else ""
-
-    def done(key: str, value: str, message: str, step: Plan | None = None, warn: bool = False,
-             pinned: dict[str, Any] | None = None, reason: str = "") -> Manual:
-        return Manual({**handled, key: value, "message": message, "acted": step is not None}, step, pinned,
-                      (reason or ("ControlIgnored" if step is None else "ControlApplied"), message, warn))
-
+    asked = _Asked(spec, previous.model, handled, cand_id, now)
     if requests.abort and requests.abort != handled.get("abort"):
-        if not on_trial:
-            return done("abort", requests.abort, "abort asked for, but no candidate is on trial", warn=True)
-        why = f"aborted by request ({s.ABORT_ANNOTATION}={requests.abort})"
-        return done("abort", requests.abort, f"{spec.data_type} candidate {label} {why}",
-                    Plan(withdraw=True, verdict="rollback", reason=why, ends=cand_id), reason="CandidateAborted")
+        return _abort(asked, requests.abort)
     if requests.promote and requests.promote != handled.get("promote"):
-        if not on_trial:
-            return done("promote", requests.promote, "promote asked for, but no candidate is on trial", warn=True)
-        main = publish.descriptor(spec)
-        why = f"promoted by request ({s.PROMOTE_ANNOTATION}={requests.promote})"
-        return done("promote", requests.promote, f"{label} {why}",
-                    Plan(publish=main, rollout_id=publish.rollout_id(main), withdraw=True, verdict="promote",
-                         reason=why), reason="CandidatePromotedByRequest")
-    value = requests.rollback_to
-    if value and value != handled.get("rollbackTo"):
-        history = model.get("history") or []
-        version = rollback_version(value, history)
-        entry = next((e for e in reversed(history) if e.get("version") == version), None)
-        if entry is None:
-            known = ", ".join(e["version"] for e in history) or "none"
-            return done("rollbackTo", value, f"rollback to {version!r} asked for, but status.model.history has no "
-                        f"such version (it has: {known})", warn=True)
-        if entry.get("model") is None:
-            return done("rollbackTo", value, f"rollback to {version!r} asked for, but its spec.model was not kept "
-                        "(it did not come from spec.model, or was larger than "
-                        f"{MAX_KEPT_MODEL} bytes): set spec.model to it instead", warn=True)
-        old = s.ModelSpec.model_validate(entry["model"])
-        if want is not None and (old.name, old.version) == (want.name, want.version) and not model.get("pinned"):
-            return done("rollbackTo", value, f"rollback to {version!r} asked for, but it is spec.model already",
-                        warn=True)
-        # Verification already passed when this version was first rolled out: it is not re-run.
-        d = publish.descriptor(spec.model_copy(update={"model": old.model_copy(update={"verification": None})}))
-        rid = publish.rollout_id(d)
-        why = f"rolled back to {old.name} {old.version} by request ({s.ROLLBACK_ANNOTATION}={value})"
-        main_id = publish.rollout_id(publish.descriptor(spec)) if want else None
-        return done("rollbackTo", value, why,
-                    Plan(publish=d, rollout_id=rid, withdraw=bool(trial and trial.get("phase") == "Analyzing"),
-                         verdict=None, reason=why),
-                    pinned={"name": old.name, "version": old.version, "overrides": main_id, "at": now},
-                    reason="RolledBackByRequest")
-    return Manual(dict(previous.get("controls") or {}))  # nothing new: the last answer stays
+        return _promote(asked, requests.promote)
+    if requests.rollback_to and requests.rollback_to != handled.get("rollbackTo"):
+        return _rollback_to(asked, requests.rollback_to)
+    return Manual(before)  # nothing new: the last answer stays
+
+
+def _abort(asked: _Asked, value: str) -> Manual:
+    if not asked.on_trial:
+        return asked.done("abort", value, "abort asked for, but no candidate is on trial", warn=True)
+    why = f"aborted by request ({s.ABORT_ANNOTATION}={value})"
+    return asked.done("abort", value, f"{asked.spec.data_type} candidate {asked.label} {why}",
+                      Plan(withdraw=True, verdict="rollback", reason=why, ends=asked.cand_id), reason="CandidateAborted")
+
+
+def _promote(asked: _Asked, value: str) -> Manual:
+    if not asked.on_trial:
+        return asked.done("promote", value, "promote asked for, but no candidate is on trial", warn=True)
+    main = publish.descriptor(asked.spec)
+    why = f"promoted by request ({s.PROMOTE_ANNOTATION}={value})"
+    return asked.done("promote", value, f"{asked.label} {why}",
+                      Plan(publish=main, rollout_id=publish.rollout_id(main), withdraw=True, verdict="promote",
+                           reason=why), reason="CandidatePromotedByRequest")
+
+
+def _rollback_to(asked: _Asked, value: str) -> Manual:
+    spec, model, want = asked.spec, asked.model, asked.spec.model
+    history = model.history
+    version = rollback_version(value, history)
+    entry = next((e for e in reversed(history) if e.version == version), None)
+    if entry is None:
+        known = ", ".join(e.version for e in history) or "none"
+        return asked.done("rollbackTo", value, f"rollback to {version!r} asked for, but status.model.history has no "
+                          f"such version (it has: {known})", warn=True)
+    if entry.model is None:
+        return asked.done("rollbackTo", value, f"rollback to {version!r} asked for, but its spec.model was not kept "
+                          "(it did not come from spec.model, or was larger than "
+                          f"{MAX_KEPT_MODEL} bytes): set spec.model to it instead", warn=True)
+    old = entry.model
+    if want is not None and same(old, want) and not model.pinned:
+        return asked.done("rollbackTo", value, f"rollback to {version!r} asked for, but it is spec.model already",
+                          warn=True)
+    # Verification already passed when this version was first rolled out: it is not re-run.
+    d = publish.descriptor(spec.model_copy(update={"model": old.model_copy(update={"verification": None})}))
+    why = f"rolled back to {old.name} {old.version} by request ({s.ROLLBACK_ANNOTATION}={value})"
+    main_id = publish.rollout_id(publish.descriptor(spec)) if want else None
+    trial = model.rollout
+    return asked.done("rollbackTo", value, why,
+                      Plan(publish=d, rollout_id=publish.rollout_id(d),
+                           withdraw=trial is not None and trial.phase == "Analyzing", verdict=None, reason=why),
+                      pinned=s.PinnedModel(name=old.name, version=old.version, overrides=main_id, at=asked.now),
+                      reason="RolledBackByRequest")

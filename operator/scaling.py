@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
-
 from scorestream.operator import autoscaler
 from scorestream.operator import spec as s
 from scorestream.operator.status import JobReport
@@ -27,30 +25,32 @@ class ScalingPlan:
     capped: bool
     message: str
     ask: bool  # the job runs something else: ask it now
-    autoscaling: dict[str, Any] | None  # status.autoscaling
+    autoscaling: s.AutoscalingStatus | None
 
 
-def plan(spec: s.ModelServingSpec, previous: dict[str, Any], job: JobReport, partitions: int | None,
+def plan(spec: s.ModelServingSpec, previous: s.ModelServingStatus, job: JobReport, partitions: int | None,
          now: float) -> ScalingPlan:
     cap = max(1, math.ceil(partitions / cores(spec.spark.executor.cpu))) if partitions else None
     auto = None
     want = spec.replicas
     if spec.autoscaling is not None and job.reachable:
-        before = previous.get("autoscaling") or {}
+        before = previous.autoscaling
+        samples = before.recommendations if before else []
+        last_change = before.last_change if before else None
         current = job.executor_target if job.executor_target is not None else (job.executors or spec.replicas)
-        window = [(r["at"], r["replicas"]) for r in before.get("recommendations", [])]
         decision = autoscaler.decide(spec.autoscaling, autoscaler.Load(current, job.input_rate, job.per_executor_rate,
-                                                                       job.lag), current, window,
-                                     before.get("lastChange"), now, cap)
-        changed = decision.replicas != current
-        samples = [*before.get("recommendations", []), {"at": now, "replicas": decision.recommended}]
-        auto = {"replicas": decision.replicas, "recommended": decision.recommended, "reason": decision.reason[:2000],
-                "lastChange": now if changed else before.get("lastChange"), "inputRate": job.input_rate,
-                "perExecutorRate": job.per_executor_rate, "recommendations": samples[-KEEP_RECOMMENDATIONS:]}
+                                                                       job.lag), current,
+                                     [(r.at, r.replicas) for r in samples], last_change, now, cap)
+        samples = [*samples, s.RecommendationSample(at=now, replicas=decision.recommended)]
+        auto = s.AutoscalingStatus(replicas=decision.replicas, recommended=decision.recommended,
+                                   reason=decision.reason[:2000],
+                                   lastChange=now if decision.replicas != current else last_change,
+                                   inputRate=job.input_rate, perExecutorRate=job.per_executor_rate,
+                                   recommendations=samples[-KEEP_RECOMMENDATIONS:])
         want = decision.replicas
     elif spec.autoscaling is not None:
-        auto = previous.get("autoscaling")
-        want = (auto or {}).get("replicas", spec.replicas)
+        auto = previous.autoscaling
+        want = auto.replicas if auto else spec.replicas
     capped = cap is not None and want > cap
     target = min(want, cap) if capped else want
     if capped:

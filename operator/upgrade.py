@@ -12,19 +12,20 @@ spec changes again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from scorestream.config import duration_seconds
-from scorestream.operator import desired
+from scorestream.operator import clock, desired
 from scorestream.operator import spec as s
+
+RawSpec = dict[str, Any]  # a spec as the resource holds it (what is rendered and recorded)
 
 
 @dataclass(frozen=True)
 class Assessment:
-    run_spec: dict[str, Any] | None  # a spec to render instead of the resource's own (rolled back)
-    last_stable: dict[str, Any] | None  # status.lastStableSpec
-    upgrade: dict[str, Any] | None  # status.upgrade
+    run_spec: RawSpec | None  # a spec to render instead of the resource's own (rolled back)
+    last_stable: s.StableSpec | None  # status.lastStableSpec
+    upgrade: s.UpgradeStatus | None  # status.upgrade
     event: tuple[str, str] | None  # (reason, message) to post, once
 
 
@@ -32,44 +33,46 @@ def _hash(name: str, namespace: str, spec: s.ModelServingSpec) -> str:
     return desired.spec_hash(name, namespace, spec)
 
 
-def _ts(rfc3339: str) -> float:
-    return datetime.strptime(rfc3339, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+def runs_instead(status: s.ModelServingStatus, generation: int) -> RawSpec | None:
+    """The spec a failed upgrade of this generation runs instead of the resource's: the last stable one."""
+    up, stable = status.upgrade, status.last_stable_spec
+    if up is None or stable is None or up.phase != "Failed" or up.generation != generation:
+        return None
+    return stable.spec
 
 
-def assess(name: str, namespace: str, spec: s.ModelServingSpec, raw_spec: dict[str, Any], generation: int,
-           previous: dict[str, Any], driver_hash: str | None, ready: bool, now: float, now_text: str) -> Assessment:
+def assess(name: str, namespace: str, spec: s.ModelServingSpec, raw_spec: RawSpec, generation: int,
+           previous: s.ModelServingStatus, driver_hash: str | None, ready: bool, now: float,
+           now_text: str) -> Assessment:
     """`driver_hash`: the config hash of the running driver pod; `ready`: it serves."""
-    stable = previous.get("lastStableSpec")
-    upgrade = previous.get("upgrade")
+    stable, upgrade = previous.last_stable_spec, previous.upgrade
     want = _hash(name, namespace, spec)
-    running_wanted = ready and driver_hash == want
-    if stable is None or running_wanted:
+    this = s.StableSpec(generation=generation, spec=raw_spec)
+    if stable is None or (ready and driver_hash == want):
         # First start, or the driver serves this spec's configuration: this spec is stable now.
-        if running_wanted:
-            # Any recorded upgrade ends here, announced once (the next status has none). One
-            # declared failed may still end so: its driver came ready after upgradeTimeout,
-            # before the last stable spec replaced it, and the UpgradeFailed it reported clears.
-            event = None
-            if upgrade:
-                late = upgrade.get("phase") == "Failed" and upgrade.get("generation") == generation
-                event = ("Upgraded", f"the job runs generation {generation}'s configuration"
-                         + (" (ready after upgradeTimeout, once reported failed)" if late else ""))
-            return Assessment(None, {"generation": generation, "spec": raw_spec}, None, event)
-        return Assessment(None, None, None, None)
-    stable_spec = s.ModelServingSpec.model_validate(stable["spec"])
-    if _hash(name, namespace, stable_spec) == want:
+        if not (ready and driver_hash == want):
+            return Assessment(None, None, None, None)
+        # Any recorded upgrade ends here, announced once (the next status has none). One declared
+        # failed may still end so: its driver came ready after upgradeTimeout, before the last
+        # stable spec replaced it, and the UpgradeFailed it reported clears.
+        event = None
+        if upgrade:
+            late = upgrade.phase == "Failed" and upgrade.generation == generation
+            event = ("Upgraded", f"the job runs generation {generation}'s configuration"
+                     + (" (ready after upgradeTimeout, once reported failed)" if late else ""))
+        return Assessment(None, this, None, event)
+    if _hash(name, namespace, s.ModelServingSpec.model_validate(stable.spec)) == want:
         # Nothing to upgrade (a model, replicas or description change): the same configuration.
-        return Assessment(None, {"generation": generation, "spec": raw_spec} if ready else stable, None, None)
-    if upgrade is None or upgrade.get("generation") != generation:
-        upgrade = {"generation": generation, "phase": "Upgrading", "startedAt": now_text,
-                   "message": f"rolling the driver to generation {generation}'s configuration"}
+        return Assessment(None, this if ready else stable, None, None)
+    if upgrade is None or upgrade.generation != generation:
+        upgrade = s.UpgradeStatus(generation=generation, phase="Upgrading", startedAt=now_text,
+                                  message=f"rolling the driver to generation {generation}'s configuration")
         return Assessment(None, stable, upgrade, None)
-    if upgrade["phase"] == "Failed":
-        return Assessment(stable["spec"], stable, upgrade, None)
-    timeout = duration_seconds(spec.upgrade_timeout)
-    if now - _ts(upgrade["startedAt"]) > timeout:
-        failed = {**upgrade, "phase": "Failed",
-                  "message": (f"generation {generation} was not ready within upgradeTimeout {spec.upgrade_timeout}: "
-                              f"running the last stable spec (generation {stable['generation']}) until the spec changes")}
-        return Assessment(stable["spec"], stable, failed, ("UpgradeRolledBack", failed["message"]))
+    if upgrade.phase == "Failed":
+        return Assessment(stable.spec, stable, upgrade, None)
+    if now - clock.seconds(upgrade.started_at) > duration_seconds(spec.upgrade_timeout):
+        failed = upgrade.model_copy(update={"phase": "Failed", "message": (
+            f"generation {generation} was not ready within upgradeTimeout {spec.upgrade_timeout}: "
+            f"running the last stable spec (generation {stable.generation}) until the spec changes")})
+        return Assessment(stable.spec, stable, failed, ("UpgradeRolledBack", failed.message))
     return Assessment(None, stable, upgrade, None)

@@ -99,16 +99,21 @@ def secret_token(api, resource: str = "wine") -> str | None:
     return base64.b64decode(secret["data"]["token"]).decode() if secret else None
 
 
+def application(fake: FakeJob) -> web.Application:
+    """The job's endpoint, answered by `fake`."""
+    app = web.Application()
+    app.router.add_get("/readyz", fake.readyz)
+    app.router.add_get("/stats", fake.stats)
+    app.router.add_get("/models", fake.models)
+    app.router.add_post("/executors", fake.scale)
+    return app
+
+
 @pytest_asyncio.fixture
 async def job(request):
     fake = FakeJob()
     if "api" in request.fixturenames:  # against the API server: the operator's own Secret
         api = request.getfixturevalue("api")
         fake.token_source = lambda: secret_token(api)
-    app = web.Application()
-    app.router.add_get("/readyz", fake.readyz)
-    app.router.add_get("/stats", fake.stats)
-    app.router.add_get("/models", fake.models)
-    app.router.add_post("/executors", fake.scale)
-    async with served(app) as fake.url:
+    async with served(application(fake)) as fake.url:
         yield fake

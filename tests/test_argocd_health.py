@@ -14,7 +14,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from scorestream.operator import reconciler, status
+from scorestream.operator import status
+from scorestream.operator import spec as s
 
 from helm import installed_tool
 from scorestream.operator.spec import ModelServingSpec
@@ -78,7 +79,7 @@ def computed(example: dict, generation: int = 2, previous: dict | None = None, *
     o = status.Observed(generation=generation, spec=spec_, data_topic_exists=True)
     for k, v in observed.items():
         setattr(o, k, v)
-    body["status"] = status.compute("wine", "ml", o, previous, now=NOW)
+    body["status"] = status.wire(status.compute("wine", "ml", o, status.parse(previous), now=NOW))
     return body
 
 
@@ -101,11 +102,11 @@ SITUATIONS = {
                                   "Degraded", "ApplyFailed"),
     "topics unreachable": (lambda: computed(PMML, topics_error="no Secret kafka-client", **RUNNING),
                            "Degraded", "TopicsUnavailable"),
-    "an upgrade that failed": (lambda: computed(PMML, upgrade={
-        "generation": 2, "phase": "Failed", "startedAt": NOW, "message": "not ready in 10m"}, **RUNNING),
+    "an upgrade that failed": (lambda: computed(PMML, upgrade=s.UpgradeStatus(
+        generation=2, phase="Failed", startedAt=NOW, message="not ready in 10m"), **RUNNING),
         "Degraded", "UpgradeFailed"),
-    "an upgrade rolling": (lambda: computed(PMML, upgrade={
-        "generation": 2, "phase": "Upgrading", "startedAt": NOW, "message": "the driver rolls"}, **RUNNING),
+    "an upgrade rolling": (lambda: computed(PMML, upgrade=s.UpgradeStatus(
+        generation=2, phase="Upgrading", startedAt=NOW, message="the driver rolls"), **RUNNING),
         "Progressing", "Upgrading"),
     "a new version rolling out": (lambda: computed(resource(PMML, model={**PMML["spec"]["model"], "version": "2"}),
                                                    **RUNNING), "Progressing", "RollingOut"),
@@ -127,7 +128,8 @@ def _invalid_spec() -> dict:
     try:
         ModelServingSpec.model_validate(body["spec"])
     except ValidationError as e:
-        body["status"] = reconciler.invalid_spec_status(body, e, now=NOW)
+        body["status"] = status.wire(status.compute("wine", "ml", status.invalid_spec(body["metadata"]["generation"], e),
+                                                    None, now=NOW))
         return body
     raise AssertionError("replicas -1 should be invalid")
 

@@ -50,6 +50,24 @@ def test_a_shadow_is_never_promoted_by_the_rules():
 SERVING = {"name": "wine-tree", "version": "1", "records": 5000, "errors": 0, "meanMs": 0.02}
 
 
+def run(report):
+    """A version the job reports, as the operator reads it."""
+    return None if report is None else status.Running.model_validate(report)
+
+
+# The pure functions on statuses as the API server holds them (JSON), the job's figures as it sends them.
+def plan(sp, previous, current, candidate, rejection, now):
+    return rollout.plan(sp, status.parse(previous), run(current), run(candidate), rejection, now)
+
+
+def manual(sp, previous, requests, now):
+    return rollout.manual(sp, status.parse(previous), requests, now)
+
+
+def compute(name, namespace, observed, previous, now):
+    return status.wire(status.compute(name, namespace, observed, status.parse(previous), now=now))
+
+
 def cand(records=0, errors=0, mean=None, version="2"):
     return {"name": "wine-linear", "version": version, "records": records, "errors": errors, "meanMs": mean}
 
@@ -62,56 +80,56 @@ def analyzing(sp, published=None, started=STARTED):
 
 
 def test_the_first_model_rolls_out_immediately_whatever_the_strategy():
-    p = rollout.plan(spec(), {}, current=None, candidate=None, rejection=None, now=T0)
+    p = plan(spec(), {}, current=None, candidate=None, rejection=None, now=T0)
     assert p.publish is not None and p.publish.candidate is None and not p.withdraw
 
 
 def test_a_change_publishes_a_candidate_with_its_share_then_waits_for_the_job():
     sp = spec()
-    p = rollout.plan(sp, {"model": {"published": "older"}}, SERVING, None, None, T0)
+    p = plan(sp, {"model": {"published": "older"}}, SERVING, None, None, T0)
     assert p.publish.candidate.strategy == "Canary" and p.publish.candidate.basis_points == 1000
     assert p.token == publish.rollout_id(p.publish) != publish.rollout_id(publish.descriptor(sp))
-    again = rollout.plan(sp, analyzing(sp), SERVING, None, None, T0 + 5)
+    again = plan(sp, analyzing(sp), SERVING, None, None, T0 + 5)
     assert again.token is None and "install" in again.reason
 
 
 def test_a_passing_canary_is_promoted_and_its_key_cleared():
     sp = spec()
-    p = rollout.plan(sp, analyzing(sp), SERVING, cand(300, 0, 0.021), None, T0 + 61)
+    p = plan(sp, analyzing(sp), SERVING, cand(300, 0, 0.021), None, T0 + 61)
     assert p.verdict == "promote" and p.publish.candidate is None and p.withdraw
     assert p.rollout_id == publish.rollout_id(publish.descriptor(sp))
     # Recorded as published: nothing more is sent while the job takes it over.
-    promoted = {"model": {"published": p.rollout_id, "rollout": {"phase": "Promoting"}}}
-    assert rollout.plan(sp, promoted, SERVING, None, None, T0 + 62).token is None
+    promoted = {"model": {"published": p.rollout_id, "rollout": {**analyzing(sp)["model"]["rollout"], "phase": "Promoting"}}}
+    assert plan(sp, promoted, SERVING, None, None, T0 + 62).token is None
 
 
 def test_a_failing_canary_is_withdrawn_once_and_not_retried():
     sp = spec()
-    p = rollout.plan(sp, analyzing(sp), SERVING, cand(100, 30, 0.02), None, T0 + 5)
+    p = plan(sp, analyzing(sp), SERVING, cand(100, 30, 0.02), None, T0 + 5)
     assert p.verdict == "rollback" and p.withdraw and p.publish is None and p.token.startswith("withdraw:")
     rolled = analyzing(sp)
     rolled["model"]["rollout"]["phase"] = "RolledBack"
-    assert rollout.plan(sp, rolled, SERVING, None, None, T0 + 600).token is None
+    assert plan(sp, rolled, SERVING, None, None, T0 + 600).token is None
     # A changed spec is a new trial.
-    assert rollout.plan(spec(version="3"), rolled, SERVING, None, None, T0 + 600).publish is not None
+    assert plan(spec(version="3"), rolled, SERVING, None, None, T0 + 600).publish is not None
 
 
 def test_a_candidate_the_job_rejected_is_rolled_back():
     sp = spec()
-    p = rollout.plan(sp, analyzing(sp), SERVING, None, "cannot fetch model: 404", T0 + 5)
+    p = plan(sp, analyzing(sp), SERVING, None, "cannot fetch model: 404", T0 + 5)
     assert p.verdict == "rollback" and "404" in p.reason
 
 
 def test_going_back_to_the_serving_model_ends_the_trial():
     sp = spec(version="1")
     sp.model.name = "wine-tree"
-    p = rollout.plan(sp, analyzing(spec()), SERVING, cand(10), None, T0 + 5)
+    p = plan(sp, analyzing(spec()), SERVING, cand(10), None, T0 + 5)
     assert p.withdraw and p.publish is None
 
 
 def test_immediate_promotes_a_shadow_and_clears_its_key():
     shadow = spec("Shadow")
-    p = rollout.plan(spec("Immediate"), analyzing(shadow), SERVING, cand(10_000), None, T0 + 3600)
+    p = plan(spec("Immediate"), analyzing(shadow), SERVING, cand(10_000), None, T0 + 3600)
     assert p.publish is not None and p.publish.candidate is None and p.withdraw
 
 
@@ -133,25 +151,25 @@ def model_ready(st):
 
 def test_status_follows_a_canary_from_publication_to_promotion():
     sp = spec()
-    publish_step = rollout.plan(sp, {"model": {"published": "older"}}, SERVING, None, None, T0)
-    st = status.compute("wine", "ml", observed(sp, publish_step), {}, now=STARTED)
+    publish_step = plan(sp, {"model": {"published": "older"}}, SERVING, None, None, T0)
+    st = compute("wine", "ml", observed(sp, publish_step), {}, now=STARTED)
     trial = st["model"]["rollout"]
     assert (trial["phase"], trial["strategy"], trial["percent"]) == ("Analyzing", "Canary", 10.0)
     assert model_ready(st)["reason"] == "CanaryAnalysis" and "10% of records" in model_ready(st)["message"]
 
-    waiting = rollout.plan(sp, st, SERVING, cand(40, 0, 0.02), None, T0 + 10)
-    st = status.compute("wine", "ml", observed(sp, waiting, cand(40, 0, 0.02), prev=st), st, now="2027-01-15T08:00:10Z")
+    waiting = plan(sp, st, SERVING, cand(40, 0, 0.02), None, T0 + 10)
+    st = compute("wine", "ml", observed(sp, waiting, cand(40, 0, 0.02), prev=st), st, now="2027-01-15T08:00:10Z")
     trial = st["model"]["rollout"]
     assert trial["candidate"]["records"] == 40 and trial["current"]["records"] == 5000
     assert "40 of minRecords 100" in trial["message"]
 
-    promote = rollout.plan(sp, st, SERVING, cand(400, 0, 0.02), None, T0 + 61)
-    st = status.compute("wine", "ml", observed(sp, promote, cand(400, 0, 0.02), prev=st), st,
+    promote = plan(sp, st, SERVING, cand(400, 0, 0.02), None, T0 + 61)
+    st = compute("wine", "ml", observed(sp, promote, cand(400, 0, 0.02), prev=st), st,
                         now="2027-01-15T08:01:01Z")
     assert st["model"]["rollout"]["phase"] == "Promoting" and model_ready(st)["reason"] == "RollingOut"
 
     now_serving = {**cand(400), "since": T0 + 62}
-    st = status.compute("wine", "ml", observed(sp, rollout.Plan(), serving=now_serving, prev=st), st, now="2027-01-15T08:01:03Z")
+    st = compute("wine", "ml", observed(sp, rollout.Plan(), serving=now_serving, prev=st), st, now="2027-01-15T08:01:03Z")
     assert st["model"]["rollout"]["phase"] == "Promoted"
     assert model_ready(st)["status"] == "True"
     assert [(e["version"], e["outcome"]) for e in st["model"]["history"]][-1] == ("2", "Serving")
@@ -159,27 +177,27 @@ def test_status_follows_a_canary_from_publication_to_promotion():
 
 def test_status_says_why_a_canary_was_rolled_back():
     sp = spec()
-    prev = status.compute("wine", "ml", observed(sp, rollout.plan(sp, {"model": {"published": "x"}}, SERVING, None,
+    prev = compute("wine", "ml", observed(sp, plan(sp, {"model": {"published": "x"}}, SERVING, None,
                                                                    None, T0)), {}, now=STARTED)
-    fail = rollout.plan(sp, prev, SERVING, cand(100, 30, 0.02), None, T0 + 5)
-    st = status.compute("wine", "ml", observed(sp, fail, cand(100, 30, 0.02), prev=prev), prev, now="2027-01-15T08:00:05Z")
+    fail = plan(sp, prev, SERVING, cand(100, 30, 0.02), None, T0 + 5)
+    st = compute("wine", "ml", observed(sp, fail, cand(100, 30, 0.02), prev=prev), prev, now="2027-01-15T08:00:05Z")
     ready = model_ready(st)
     assert ready["status"] == "False" and ready["reason"] == "RolledBack" and "30 of 130 records failed" in ready["message"]
     assert st["model"]["rollout"]["phase"] == "RolledBack"
     outcomes = {(e["name"], e["outcome"]) for e in st["model"]["history"]}
     assert outcomes == {("wine-tree", "Serving"), ("wine-linear", "RolledBack")}
     # It stays rolled back on later observations.
-    later = status.compute("wine", "ml", observed(sp, rollout.plan(sp, st, SERVING, None, None, T0 + 60), prev=st), st,
+    later = compute("wine", "ml", observed(sp, plan(sp, st, SERVING, None, None, T0 + 60), prev=st), st,
                            now="2027-01-15T08:01:00Z")
     assert model_ready(later)["reason"] == "RolledBack"
 
 
 def test_status_shows_a_shadows_agreement():
     sp = spec("Shadow")
-    prev = status.compute("wine", "ml", observed(sp, rollout.plan(sp, {"model": {"published": "x"}}, SERVING, None,
+    prev = compute("wine", "ml", observed(sp, plan(sp, {"model": {"published": "x"}}, SERVING, None,
                                                                    None, T0)), {}, now=STARTED)
     c = {**cand(2000, 0, 0.03), "agreement": 0.81, "meanAbsDiff": 0.2}
-    st = status.compute("wine", "ml", observed(sp, rollout.plan(sp, prev, SERVING, c, None, T0 + 30), c, prev=prev), prev,
+    st = compute("wine", "ml", observed(sp, plan(sp, prev, SERVING, c, None, T0 + 30), c, prev=prev), prev,
                         now="2027-01-15T08:00:30Z")
     trial = st["model"]["rollout"]
     assert trial["agreement"] == 0.81 and trial["meanAbsDiff"] == 0.2 and trial["phase"] == "Analyzing"

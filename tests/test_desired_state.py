@@ -12,6 +12,7 @@ import yaml
 
 from scorestream.operator import desired, status, upgrade
 from scorestream.operator import spec as s
+from scorestream.operator.conditions import Reason
 
 EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine-pmml.yaml").read_text())
 EXAMPLE["metadata"].update(uid="0f6a6c0e-6a5e-4c40-9b53-0d1c7c1a0002", generation=2)
@@ -77,8 +78,14 @@ def written(b, **observed):
     """`b` with the status a reconcile writes for what it observed."""
     spec = s.ModelServingSpec.model_validate(b["spec"])
     new = status.compute("wine", "ml", status.Observed(generation=b["metadata"]["generation"], spec=spec, **observed),
-                         b.get("status"))
-    return {**b, "status": new}
+                         status.parse(b.get("status")))
+    return {**b, "status": status.wire(new)}
+
+
+def assess(spec, raw_spec, generation, previous, running, ready):
+    """upgrade.assess on a status as the API server holds it, at a fixed time."""
+    return upgrade.assess("wine", "ml", spec, raw_spec, generation, status.parse(previous), running, ready, 1.9e9,
+                          "2030-03-17T17:46:40Z")
 
 
 def test_drift_repair_reads_a_missing_data_topic_from_the_status():
@@ -102,8 +109,8 @@ def test_drift_repair_reads_a_failed_upgrade_from_the_status():
     before = upgrading()
     b = {**changed(), "status": before}
     spec = s.ModelServingSpec.model_validate(b["spec"])
-    verdict = upgrade.assess("wine", "ml", spec, b["spec"], 2, before, None, False, 1.9e9, "2030-03-17T17:46:40Z")
-    assert verdict.run_spec == stable_spec() and verdict.upgrade["phase"] == "Failed"
+    verdict = assess(spec, b["spec"], 2, before, None, False)
+    assert verdict.run_spec == stable_spec() and verdict.upgrade.phase == "Failed"
     b = written(b, data_topic_exists=True, last_stable=verdict.last_stable, upgrade=verdict.upgrade)
     seen = status.recorded(b)
     assert seen == desired.Observations(stable_spec=verdict.run_spec)
@@ -125,9 +132,11 @@ def test_an_edited_child_is_drift():
 
 
 def test_a_refused_image_keeps_the_status_it_had_and_says_why():
-    """reconciler.refused_status: Degraded/Ready/Progressing with the reason; the model history and
-    the last stable spec stay (the job may still run the last allowed configuration)."""
-    from scorestream.operator import reconciler
+    """A refused image: Degraded/Ready/Progressing with the reason; the model history and the last
+    stable spec stay (the job may still run the last allowed configuration)."""
+    def refuse(previous, now):
+        refusal = status.Refusal(2, Reason.IMAGE_NOT_ALLOWED, "image 'x' not allowed")
+        return status.wire(status.compute("wine", "ml", refusal, status.parse(previous), now=now))
 
     before = {"phase": "Running", "lastStableSpec": {"generation": 1, "spec": EXAMPLE["spec"]},
               "model": {"history": [{"name": "m", "version": "1", "outcome": "Serving", "at": "t"}]},
@@ -135,8 +144,7 @@ def test_a_refused_image_keeps_the_status_it_had_and_says_why():
                               "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1},
                              {"type": "ModelReady", "status": "True", "reason": "Serving", "message": "",
                               "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1}]}
-    refused = reconciler.refused_status({**body(), "status": before}, "ImageNotAllowed", "image 'x' not allowed",
-                                        now="2026-01-02T00:00:00Z")
+    refused = refuse(before, now="2026-01-02T00:00:00Z")
     s.ModelServingStatus.model_validate(refused)
     by_type = {c["type"]: c for c in refused["conditions"]}
     assert (by_type["Degraded"]["status"], by_type["Degraded"]["reason"]) == ("True", "ImageNotAllowed")
@@ -145,8 +153,7 @@ def test_a_refused_image_keeps_the_status_it_had_and_says_why():
     assert refused["phase"] == "Failed" and refused["observedGeneration"] == 2
     assert refused["lastStableSpec"] == before["lastStableSpec"] and refused["model"] == before["model"]
     # Said again, it keeps its transition time: no new transition, no new Event.
-    again = reconciler.refused_status({**body(), "status": refused}, "ImageNotAllowed", "image 'x' not allowed",
-                                      now="2026-01-03T00:00:00Z")
+    again = refuse(refused, now="2026-01-03T00:00:00Z")
     assert {c["type"]: c for c in again["conditions"]}["Degraded"]["lastTransitionTime"] == "2026-01-02T00:00:00Z"
 
 
@@ -156,19 +163,19 @@ def test_an_upgrade_ends_with_one_event_even_after_it_was_reported_failed():
     spec = s.ModelServingSpec.model_validate(b["spec"])
     running = desired.spec_hash("wine", "ml", spec)
 
-    def assess(previous):
-        return upgrade.assess("wine", "ml", spec, b["spec"], 2, previous, running, True, 1.9e9, "2030-03-17T17:46:40Z")
+    def assess_(previous):
+        return assess(spec, b["spec"], 2, previous, running, True)
 
-    done = assess(before)
-    assert done.upgrade is None and done.last_stable["generation"] == 2
+    done = assess_(before)
+    assert done.upgrade is None and done.last_stable.generation == 2
     assert done.event == ("Upgraded", "the job runs generation 2's configuration")
     # Past upgradeTimeout it was reported failed; its driver came ready before the last stable
     # spec replaced it: the upgrade is over all the same, and says so.
-    late = assess({**before, "upgrade": {**before["upgrade"], "phase": "Failed"}})
-    assert late.upgrade is None and late.last_stable["generation"] == 2 and late.run_spec is None
+    late = assess_({**before, "upgrade": {**before["upgrade"], "phase": "Failed"}})
+    assert late.upgrade is None and late.last_stable.generation == 2 and late.run_spec is None
     assert late.event[0] == "Upgraded" and "once reported failed" in late.event[1]
     # Nothing recorded (a start, or the upgrade's end already written): no event.
-    assert assess({"lastStableSpec": {"generation": 2, "spec": b["spec"]}}).event is None
+    assert assess_({"lastStableSpec": {"generation": 2, "spec": b["spec"]}}).event is None
 
 
 def test_an_upgrade_superseded_by_a_change_of_the_same_configuration_still_ends_with_its_event():
@@ -178,6 +185,6 @@ def test_an_upgrade_superseded_by_a_change_of_the_same_configuration_still_ends_
     # Generation 2's upgrade was under way when generation 3 changed only what changes live
     # (the model, say): the driver running that configuration ends it.
     before = upgrading()
-    v = upgrade.assess("wine", "ml", spec, b["spec"], 3, before, running, True, 1.9e9, "2030-03-17T17:46:40Z")
-    assert v.upgrade is None and v.last_stable["generation"] == 3
+    v = assess(spec, b["spec"], 3, before, running, True)
+    assert v.upgrade is None and v.last_stable.generation == 3
     assert v.event == ("Upgraded", "the job runs generation 3's configuration")

@@ -17,6 +17,7 @@ from scorestream.api import job_http as h
 from scorestream.api.scoring import BatchCounts
 from scorestream.operator import observer, status
 from scorestream.operator import spec as s
+from scorestream.operator.conditions import Reason
 from scorestream.runtime.executors import ExecutorControl
 from scorestream.runtime.http import StatusServer
 from scorestream.runtime.models import LoadedModel, ModelRegistry
@@ -101,8 +102,7 @@ def test_a_bad_scale_request_is_refused_with_the_reason(server, body):
 async def test_the_operator_reads_the_fake_job_as_it_reads_the_runtime(job):  # noqa: F811
     report = await observer.job_report(job.url)
     assert report.reachable and report.error is None and report.ready
-    assert report.serving["wine"] == {"name": "wine-tree", "version": "1", "since": 1.7e9, "records": 0,
-                                      "errors": 0, "meanMs": None}
+    assert report.serving["wine"] == status.Running(name="wine-tree", version="1", since=1.7e9, records=0, errors=0)
     assert (report.executors, report.executor_target, report.live_scaling, report.lag) == (2, 2, True, 0)
     answer = await observer.scale_executors(job.url, 3, job.token)
     assert answer.accepted and answer.target == 3 and job.asked == [3]
@@ -156,6 +156,6 @@ def test_status_names_an_answer_outside_the_contract():
     observed = status.Observed(generation=1, spec=spec, driver=status.DriverState(exists=True, ready=True),
                                job=status.JobReport(error="GET /stats answered outside the contract: totals.lag: ..."))
     new = status.compute("wine", "ml", observed, None)
-    degraded = next(c for c in new["conditions"] if c["type"] == "Degraded")
-    assert new["phase"] == "Degraded" and degraded["reason"] == "JobAnswerInvalid"
-    assert "totals.lag" in degraded["message"]
+    degraded = next(c for c in new.conditions if c.type == "Degraded")
+    assert new.phase == "Degraded" and degraded.reason == Reason.JOB_ANSWER_INVALID
+    assert "totals.lag" in degraded.message

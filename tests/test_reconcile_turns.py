@@ -15,11 +15,15 @@ import logging
 import pytest
 
 from scorestream.operator import reconciler, status
+from scorestream.operator import spec as s
+from scorestream.operator.conditions import Reason
+from scorestream.operator.kube import Conflict
 from scorestream.operator.settings import OperatorConfig
 
 
 class Server:
-    """Resources by name, their status written by JSON merge patch, each call a scheduling point."""
+    """Resources by name, their status written by JSON merge patch with the resourceVersion the
+    writer read (409 where it changed since), each call a scheduling point."""
 
     def __init__(self, *names, status=None):
         self.objects = {n: resource(n, status) for n in names}
@@ -28,14 +32,27 @@ class Server:
     async def get(self, api_version, kind, namespace, name):
         await asyncio.sleep(0)
         obj = self.objects.get(name)
-        return None if obj is None else {**obj, "status": dict(obj.get("status") or {})}
+        return None if obj is None else {**obj, "metadata": dict(obj["metadata"]), "status": dict(obj.get("status") or {})}
 
-    async def patch_status(self, api_version, kind, namespace, name, patch):
+    async def patch_status(self, api_version, kind, namespace, name, patch, resource_version=None):
         await asyncio.sleep(0)
+        obj = self.objects[name]
+        if resource_version is not None and resource_version != obj["metadata"]["resourceVersion"]:
+            raise Conflict(409, "the object has been modified")
         self.writes.append((name, patch))
-        merged = {**(self.objects[name].get("status") or {}), **patch}
-        self.objects[name]["status"] = {k: v for k, v in merged.items() if v is not None}
-        return self.objects[name]
+        merged = {**(obj.get("status") or {}), **patch}
+        obj["status"] = {k: v for k, v in merged.items() if v is not None}
+        self.touch(name)
+        return obj
+
+    def touch(self, name):
+        meta = self.objects[name]["metadata"]
+        meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
+
+
+def counted(previous, trigger):
+    """A status saying which trigger wrote it and how many reconciles it has seen (in observedGeneration)."""
+    return s.ModelServingStatus(phase="Running", selector=trigger, observedGeneration=previous.observed_generation + 1)
 
 
 @pytest.fixture
@@ -44,20 +61,19 @@ def runs(monkeypatch):
     and returns a status counting the reconciles it has seen."""
     record = []
 
-    async def slow(ctx, body, logger, trigger):
+    async def slow(ctx, body, previous, logger, trigger, child=None):
         uid = body["metadata"]["uid"]
-        seen = (body.get("status") or {}).get("seen", 0)
         record.append(("start", uid, trigger, body.get("status")))
         await asyncio.sleep(0.05)
         record.append(("end", uid, trigger, None))
-        return {"phase": "Running", "by": trigger, "seen": seen + 1}
+        return counted(previous, trigger)
 
     monkeypatch.setattr(reconciler, "_reconcile", slow)
     return record
 
 
 def resource(uid, status=None):
-    body = {"metadata": {"name": uid, "namespace": "ml", "uid": uid}, "spec": {}}
+    body = {"metadata": {"name": uid, "namespace": "ml", "uid": uid, "resourceVersion": "1"}, "spec": {}}
     return body if status is None else {**body, "status": status}
 
 
@@ -96,15 +112,36 @@ async def test_each_reconcile_starts_from_the_status_the_one_before_wrote(runs):
     stale = resource("a", {"phase": "Pending"})
     await asyncio.gather(*(reconciler.reconcile(ctx, stale, logging.getLogger(), trigger)
                            for trigger in ("update", "timer", "timer")))
-    assert [(status or {}).get("seen") for what, *_, status in runs if what == "start"] == [None, 1, 2]
-    assert server.objects["a"]["status"] == {"phase": "Running", "by": "timer", "seen": 3}
+    assert [(status or {}).get("observedGeneration") for what, *_, status in runs if what == "start"] == [None, 1, 2]
+    assert {k: server.objects["a"]["status"][k] for k in ("phase", "selector", "observedGeneration")} == \
+        {"phase": "Running", "selector": "timer", "observedGeneration": 3}
+
+
+async def test_a_status_write_refused_as_stale_is_decided_again_from_the_newer_status(monkeypatch):
+    """Another writer (a second operator during a peering hand-over) writes between this
+    reconcile's read and its write: the write is refused (409), and the reconcile reads again and
+    computes from the newer status instead of writing over it."""
+    server = Server("a", status={"phase": "Pending"})
+    seen = []
+
+    async def raced(ctx, body, previous, logger, trigger, child=None):
+        seen.append(previous.observed_generation)
+        if len(seen) == 1:  # the other writer's status lands while this one decides
+            server.objects["a"]["status"] = {"phase": "Running", "observedGeneration": 5}
+            server.touch("a")
+        return counted(previous, trigger)
+
+    monkeypatch.setattr(reconciler, "_reconcile", raced)
+    new = await reconciler.reconcile(context(server), resource("a"), logging.getLogger(), "timer")
+    assert seen == [0, 5] and new.observed_generation == 6
+    assert server.objects["a"]["status"]["observedGeneration"] == 6 and len(server.writes) == 1
 
 
 async def test_an_unchanged_status_is_not_written(monkeypatch):
     server = Server("a", status={"phase": "Running"})
 
-    async def same(ctx, body, logger, trigger):
-        return dict(body["status"])
+    async def same(ctx, body, previous, logger, trigger, child=None):
+        return previous
 
     monkeypatch.setattr(reconciler, "_reconcile", same)
     await reconciler.reconcile(context(server), resource("a"), logging.getLogger(), "timer")
@@ -134,16 +171,16 @@ async def test_a_resource_gone_or_made_again_is_not_reconciled(runs):
 
 def test_events_are_posted_for_changed_conditions_warnings_only_for_failures():
     def cond(ctype, st, reason, message=""):
-        return {"type": ctype, "status": st, "reason": reason, "message": message}
+        return s.Condition(type=ctype, status=st, reason=reason, message=message, lastTransitionTime="2026-01-01T00:00:00Z")
 
-    before = {"conditions": [cond("Ready", "False", "DriverStarting"), cond("Progressing", "True", "Rollout"),
-                             cond("Degraded", "False", "AsExpected")]}
-    settled = {"conditions": [cond("Ready", "True", "Serving"), cond("Progressing", "False", "Stable"),
-                              cond("Degraded", "False", "AsExpected")]}
+    before = [cond("Ready", "False", Reason.DRIVER_STARTING), cond("Progressing", "True", Reason.ROLLING_OUT),
+              cond("Degraded", "False", Reason.HEALTHY)]
+    settled = [cond("Ready", "True", Reason.SERVING), cond("Progressing", "False", Reason.STABLE),
+               cond("Degraded", "False", Reason.HEALTHY)]
     assert status.transitions(before, settled) == [status.Transition(False, "Serving", "Ready=True"),
                                                    status.Transition(False, "Stable", "Progressing=False")]
-    failing = {"conditions": [cond("Ready", "False", "DriverFailing", "CrashLoopBackOff"),
-                              cond("Progressing", "False", "DriverFailing", "CrashLoopBackOff"),
-                              cond("Degraded", "True", "DriverFailing", "CrashLoopBackOff")]}
+    failing = [cond("Ready", "False", Reason.DRIVER_FAILING, "CrashLoopBackOff"),
+               cond("Progressing", "False", Reason.DRIVER_FAILING, "CrashLoopBackOff"),
+               cond("Degraded", "True", Reason.DRIVER_FAILING, "CrashLoopBackOff")]
     assert all(t.warning for t in status.transitions(settled, failing))
     assert status.transitions(failing, failing) == []

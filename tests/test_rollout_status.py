@@ -56,6 +56,11 @@ def observe(sp, serving=None, rejected=(), published_now=False):
                            published="rid", published_now=published_now)
 
 
+def compute(name, namespace, observed, previous, now):
+    """status.compute on statuses as the API server holds them."""
+    return status.wire(status.compute(name, namespace, observed, status.parse(previous), now=now))
+
+
 def model_ready(st):
     return next(c for c in st["conditions"] if c["type"] == "ModelReady")
 
@@ -63,10 +68,10 @@ def model_ready(st):
 def test_model_ready_follows_the_job_not_the_publication():
     sp = spec(name="wine-linear", version="2")
     old = {"name": "wine-tree", "version": "1", "since": 1.7e9}
-    first = status.compute("wine", "ml", observe(sp, old, published_now=True), None, now=NOW)
+    first = compute("wine", "ml", observe(sp, old, published_now=True), None, now=NOW)
     assert model_ready(first)["reason"] == "RollingOut"
     assert [(h["version"], h["outcome"]) for h in first["model"]["history"]] == [("2", "Published"), ("1", "Serving")]
-    then = status.compute("wine", "ml", observe(sp, {"name": "wine-linear", "version": "2", "since": 1.8e9}),
+    then = compute("wine", "ml", observe(sp, {"name": "wine-linear", "version": "2", "since": 1.8e9}),
                           first, now=NOW)
     assert model_ready(then)["status"] == "True"
     assert [(h["version"], h["outcome"]) for h in then["model"]["history"]] == [("2", "Serving"), ("1", "Replaced")]
@@ -75,31 +80,31 @@ def test_model_ready_follows_the_job_not_the_publication():
 def test_a_rejected_model_is_rolled_back_and_stays_so():
     sp = spec(name="wine-linear", version="2")
     old = {"name": "wine-tree", "version": "1", "since": 1.7e9}
-    first = status.compute("wine", "ml", observe(sp, old, published_now=True), None, now=NOW)
+    first = compute("wine", "ml", observe(sp, old, published_now=True), None, now=NOW)
     later = 1795867200.0  # after NOW
     rejected = [{"model": "wine-linear:2", "dataType": "wine", "reason": "cannot fetch model: gone", "at": later}]
-    st = status.compute("wine", "ml", observe(sp, old, rejected), first, now=NOW)
+    st = compute("wine", "ml", observe(sp, old, rejected), first, now=NOW)
     cond = model_ready(st)
     assert cond["status"] == "False" and cond["reason"] == "RolledBack"
     assert "cannot fetch model: gone" in cond["message"] and "still serving wine-tree 1" in cond["message"]
     # The job's record of rejections may roll over; the status keeps the verdict.
-    again = status.compute("wine", "ml", observe(sp, old), st, now=NOW)
+    again = compute("wine", "ml", observe(sp, old), st, now=NOW)
     assert model_ready(again)["reason"] == "RolledBack"
 
 
 def test_an_older_rejection_of_the_same_version_does_not_count():
     sp = spec(name="wine-linear", version="2")
     old = {"name": "wine-tree", "version": "1", "since": 1.7e9}
-    first = status.compute("wine", "ml", observe(sp, old, published_now=True), None, now=NOW)
+    first = compute("wine", "ml", observe(sp, old, published_now=True), None, now=NOW)
     stale = [{"model": "wine-linear:2", "dataType": "wine", "reason": "an earlier artifact", "at": 1.7e9}]
-    assert model_ready(status.compute("wine", "ml", observe(sp, old, stale), first, now=NOW))["reason"] == "RollingOut"
+    assert model_ready(compute("wine", "ml", observe(sp, old, stale), first, now=NOW))["reason"] == "RollingOut"
 
 
 def test_history_is_bounded():
     prev = None
     for v in range(1, 15):
         sp = spec(name="m", version=str(v))
-        prev = status.compute("wine", "ml", observe(sp, {"name": "m", "version": str(v), "since": 1.7e9 + v},
+        prev = compute("wine", "ml", observe(sp, {"name": "m", "version": str(v), "since": 1.7e9 + v},
                                                     published_now=True), prev, now=NOW)
     history = prev["model"]["history"]
     # Each entry keeps spec.model as published, for a rollback by request.

@@ -14,7 +14,7 @@ import yaml
 from pydantic import ValidationError
 
 from scorestream.config import read_properties_text
-from scorestream.operator import crd, desired, observer, reconciler
+from scorestream.operator import crd, desired, observer, status
 from scorestream.operator import spec as s
 
 from admission import admit
@@ -39,8 +39,7 @@ def verdicts(obj: dict) -> tuple[list[str], list[str]]:
         s.ModelServingSpec.model_validate(obj["spec"])
         messages = []
     except ValidationError as e:
-        status = reconciler.invalid_spec_status({"metadata": {"generation": 1}}, e, now="2026-01-01T00:00:00Z")
-        messages = [status["conditions"][0]["message"]]
+        messages = [status.invalid_spec(1, e).message]
     return admit(obj), messages
 
 
