@@ -83,6 +83,12 @@ def _rfc3339(since: Any) -> str | None:
     return since
 
 
+def _reason(conds: dict[str, tuple[str, str, str]]) -> str:
+    if conds["Degraded"][0] == "True":
+        return conds["Degraded"][1]
+    return conds["Ready"][1] if conds["Ready"][0] != "True" else ""
+
+
 def compute(name: str, namespace: str, observed: Observed, previous: dict[str, Any] | None,
             now: str | None = None) -> dict[str, Any]:
     """The status subresource's content for what was observed."""
@@ -148,6 +154,8 @@ def compute(name: str, namespace: str, observed: Observed, previous: dict[str, A
         conds["Progressing"] = ("True", "Upgrading", upgrading.get("message", ""))
     if observed.topics_error and "Degraded" in conds and conds["Degraded"][0] == "False":
         conds["Degraded"] = ("True", "TopicsUnavailable", observed.topics_error)
+    if conds["Degraded"][0] == "True" and phase == "Pending":
+        phase = "Degraded"  # the phase column must not say Pending while something is wrong
 
     served = job.serving.get(spec.data_type)
     current = None
@@ -212,6 +220,7 @@ def compute(name: str, namespace: str, observed: Observed, previous: dict[str, A
         "observedGeneration": gen,
         "phase": phase,
         "conditions": conditions,
+        "reason": _reason(conds),
         "replicas": (job.executors if job.executors is not None else 0) if job.reachable else 0,
         "selector": desired.selector_string(name),
         "model": {
