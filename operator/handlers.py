@@ -6,6 +6,7 @@ a real operator per test against the test control plane.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import random
@@ -38,6 +39,7 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+        # The name of the finalizer kopf removes where an earlier version left it (none is added now).
         settings.persistence.finalizer = f"{s.GROUP}/finalizer"
         settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=s.GROUP)
         settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=s.GROUP)
@@ -79,17 +81,25 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
             return
         await reconciler.reconcile(memo.ctx, dict(body), logger, trigger="timer")
 
+    # Deleted resources, by uid: their timers stop (below) when kopf re-matches them on the DELETED event.
+    gone: set[str] = set()
+
     @kopf.on.event(*resource, registry=registry)
     async def deleted(event: dict[str, Any], body: kopf.Body, **_: Any) -> None:
         if event.get("type") == "DELETED":  # its status series go with it
+            gone.add(body.metadata.uid)
             metrics.forget(body.metadata.namespace, body.metadata.name)
 
+    def alive(body: kopf.Body, **_: Any) -> bool:
+        return body.metadata.uid not in gone
+
     kopf.timer(*resource, registry=registry, interval=config.observe_interval, initial_delay=1.0,
-               sharp=False, idle=0, id="observe")(observe)
+               sharp=False, idle=0, id="observe", when=alive)(observe)
     # While a rollout waits for the job's confirmation, look more often than the observer does:
     # the time to ModelReady is then bounded by this poll, not by the observe interval.
     kopf.timer(*resource, registry=registry, interval=config.rollout_poll, initial_delay=config.rollout_poll,
-               sharp=False, id="confirm-rollout", when=_rolling_out)(observe)
+               sharp=False, id="confirm-rollout", when=lambda **kw: alive(**kw) and _rolling_out(**kw))(observe)
+    _without_finalizer(registry)
 
     for group, version, plural in CHILD_KINDS:
         @kopf.on.event(group, version, plural, labels=MANAGED, registry=registry)
@@ -116,6 +126,17 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
             if desired.drifted(ms, dict(body), status.recorded(ms), deleted=event["type"] == "DELETED",
                                settings=desired.Settings.of(config)):
                 await reconciler.reconcile(memo.ctx, ms, logger, trigger="child")
+
+
+def _without_finalizer(registry: kopf.OperatorRegistry) -> None:
+    """No finalizer on ModelServings: the operator has no work of its own on deletion (the garbage
+    collector takes the children by their owner references), and a finalizer left by an operator
+    that is gone (`helm uninstall`) would make `kubectl delete ms` hang. kopf puts one on every
+    resource with a timer, only so that it can stop the timers: the `alive` filter stops them on
+    the DELETED event instead. kopf 1.45 has no public switch for it, hence the replace; it also
+    removes the finalizer an earlier operator version left on existing resources."""
+    spawning = registry._spawning  # kopf's own registry of timers and daemons
+    spawning._handlers[:] = [dataclasses.replace(h, requires_finalizer=False) for h in spawning._handlers]
 
 
 def _rolling_out(body: kopf.Body, **_: Any) -> bool:
