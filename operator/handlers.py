@@ -161,7 +161,7 @@ def operator_scope(config: OperatorConfig) -> dict[str, Any]:
     )
 
 
-def run(config: OperatorConfig, verbose: bool = False) -> None:
+def run(config: OperatorConfig, verbose: bool = False, log_level: str | None = None) -> None:
     """The operator's main loop (blocking)."""
     registry = kopf.OperatorRegistry()
     register(registry, config, exit_after_cleanup=10.0)
@@ -170,5 +170,7 @@ def run(config: OperatorConfig, verbose: bool = False) -> None:
 
         metrics.serve(config.metrics_port, config.observe_interval)
     kopf.configure(verbose=verbose)
+    if log_level:  # the chart's logLevel; kopf.configure set the root logger's level just now
+        logging.getLogger().setLevel(log_level.upper())
     kopf.run(registry=registry, liveness_endpoint=f"http://0.0.0.0:{config.health_port}/healthz",
              **operator_scope(config))

@@ -47,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="peering priority (the highest serves); default: random, distinct per replica")
     op.add_argument("--observe-interval", type=float, default=None, help="seconds between observations (10)")
     op.add_argument("-v", "--verbose", action="store_true", help="log kopf's INFO messages too (peering, handlers)")
+    op.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default=None,
+                    help="the least severe messages logged (default: info)")
 
     args = parser.parse_args(argv)
     try:
@@ -142,7 +144,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         except ValidationError as e:
             raise InputError("operator configuration: " + "; ".join(
                 f"{_path(err['loc'])}: {_message(err)}" for err in e.errors())) from None
-        run_operator(config, verbose=args.verbose)
+        run_operator(config, verbose=args.verbose, log_level=args.log_level)
         return 0
     return 2
 

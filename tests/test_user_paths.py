@@ -315,3 +315,31 @@ async def test_helm_uninstall_leaves_no_modelserving_stuck(api, broker, topics, 
     assert 'modelserving.scorestream.dev "wine" deleted' in deleted.stdout
     assert took < 30
     assert obj(api, MS, "wine") is None and obj(api, MS, "earlier") is None
+
+
+def test_chart_runs_under_pod_security_restricted_with_a_random_uid(api, tmp_path):
+    """The operator's pod is admitted by the API server's PodSecurity admission in a namespace
+    enforcing `restricted`, with a UID as OpenShift's restricted-v2 assigns one (random, high)."""
+    import random
+
+    namespace = f"{api.ns}-rs"
+    api.extra.append(namespace)
+    api.cluster.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": namespace, "labels": {"pod-security.kubernetes.io/enforce": "restricted",
+                                      "pod-security.kubernetes.io/enforce-version": "latest"}}})
+    uid = random.randint(1_000_000_000, 2_000_000_000)
+    release = f"rs-{api.ns}"
+    tool("helm", api.cluster, "install", release, str(CHART), "-n", namespace, "--wait", "--timeout", "5m",
+         "--set", f"podSecurityContext.runAsUser={uid}", "--set", f"podSecurityContext.fsGroup={uid}")
+    try:
+        selector = f"?labelSelector=app.kubernetes.io/instance={release}"
+        (pod,) = api.cluster.request("GET", f"/api/v1/namespaces/{namespace}/pods{selector}")["items"]
+        assert pod["spec"]["securityContext"]["runAsUser"] == uid
+        # The same pod with a root UID is refused there: the namespace really enforces `restricted`.
+        probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"},
+                 "spec": {**pod["spec"], "securityContext": {**pod["spec"]["securityContext"], "runAsUser": 0}}}
+        with pytest.raises(ApiError) as refused:
+            api.cluster.request("POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", probe)
+        assert "violates PodSecurity" in str(refused.value)
+    finally:
+        tool("helm", api.cluster, "uninstall", release, "-n", namespace, "--wait", "--timeout", "5m")
