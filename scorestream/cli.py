@@ -12,6 +12,7 @@ from typing import Any
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scorestream", description="Serve ML models on Kafka streams with Spark")
+    parser.add_argument("--version", action="version", version=f"scorestream {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser("demo", help="run the local demo: Apache Kafka, wine data, three models, hot swaps")
@@ -58,6 +59,15 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("scorestream")
+    except PackageNotFoundError:
+        return "unknown (not installed as a package)"
 
 
 class InputError(Exception):

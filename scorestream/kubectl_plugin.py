@@ -405,7 +405,9 @@ def control(cluster: Cluster, name: str, key: str, value: str, wait: float) -> t
 def run(args: argparse.Namespace) -> tuple[Any, str, int]:
     """The command's view, its human rendering, and the exit code."""
     if args.command == "version":
-        v = {"plugin": _version()}
+        from scorestream.cli import package_version
+
+        v = {"plugin": package_version()}
         return v, f"kubectl-scorestream {v['plugin']} (serves {s.API_VERSION} {s.KIND})", 0
     cluster = Cluster(args.kubeconfig, args.context, args.namespace)
     if args.command == "list":
@@ -519,13 +521,6 @@ def _duration(text: str) -> float:
     return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("scorestream")
-    except PackageNotFoundError:
-        return "unknown (not installed as a package)"
 
 
 def main(argv: list[str] | None = None) -> int:

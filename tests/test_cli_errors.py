@@ -143,3 +143,9 @@ def test_kubectl_plugin_with_a_missing_kubeconfig(tmp_path):
     assert "Traceback" not in done.stderr
     assert done.returncode == 1
     assert done.stderr.startswith("error: kubeconfig: ")
+
+
+def test_versions():
+    for command in (["scorestream", "--version"], ["kubectl-scorestream", "version"]):
+        done = subprocess.run([str(BIN / command[0]), *command[1:]], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and done.stdout.startswith(f"{command[0]} 0."), done
