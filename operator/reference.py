@@ -7,7 +7,6 @@ field's path, type, default, bounds and description, and the CEL rules with thei
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from scorestream.generated import print_or_write
 from scorestream.operator import crd
 from scorestream.operator import spec as s
 
@@ -94,16 +94,7 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m scorestream.operator.reference", description=__doc__.split("\n\n")[0])
-    p.add_argument("--write", action="store_true", help=f"write {PAGE.relative_to(PAGE.parents[2])} instead of printing")
-    args = p.parse_args(argv)
-    if args.write:
-        PAGE.parent.mkdir(parents=True, exist_ok=True)
-        PAGE.write_text(render())
-        print(PAGE)
-    else:
-        sys.stdout.write(render())
-    return 0
+    return print_or_write("python -m scorestream.operator.reference", __doc__.split("\n\n")[0], PAGE, render, argv)
 
 
 if __name__ == "__main__":
