@@ -79,17 +79,28 @@ class Cluster:
         from urllib3.exceptions import HTTPError
 
         kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT)
-        try:
-            return fn(*args, **kwargs)
-        except HTTPError as e:  # refused, no route, TLS, timed out: the API server itself is unreachable
-            raise PluginError(f"{what}: cannot reach the API server at {self.server}: {_network_reason(e)}") from None
-        except ApiException as e:
-            reason = _api_message(e)
-            if e.status == 404:
-                raise PluginError(f"{what}: not found ({reason})") from None
-            if e.status == 403:
-                raise PluginError(f"{what}: forbidden by RBAC ({reason})") from None
-            raise PluginError(f"{what}: the API server answered {e.status} ({reason})") from None
+        deadline = time.monotonic() + REQUEST_TIMEOUT
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except HTTPError as e:  # refused, no route, TLS, timed out: the API server itself is unreachable
+                raise PluginError(f"{what}: cannot reach the API server at {self.server}: {_network_reason(e)}") \
+                    from None
+            except ApiException as e:
+                # Too many requests, or a CRD whose storage is still starting: retried as kubectl does.
+                if e.status != 429 or time.monotonic() > deadline:
+                    self._refusal(what, e)
+                time.sleep(_retry_after(e))
+
+    @staticmethod
+    def _refusal(what: str, e: Any) -> None:
+        """A refusal of the API server, said as one line."""
+        reason = _api_message(e)
+        if e.status == 404:
+            raise PluginError(f"{what}: not found ({reason})") from None
+        if e.status == 403:
+            raise PluginError(f"{what}: forbidden by RBAC ({reason})") from None
+        raise PluginError(f"{what}: the API server answered {e.status} ({reason})") from None
 
     def get(self, name: str) -> dict[str, Any]:
         return self._call(f"modelserving {self.namespace}/{name}", self.custom.get_namespaced_custom_object,
@@ -143,6 +154,13 @@ class Cluster:
 
 class JobUnreachable(Exception):
     pass
+
+
+def _retry_after(e: Any) -> float:
+    try:
+        return min(max(float((e.headers or {}).get("Retry-After", 1)), 0.2), 2.0)
+    except (TypeError, ValueError):
+        return 1.0
 
 
 REQUEST_TIMEOUT = 15  # seconds for one call to the API server

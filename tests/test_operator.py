@@ -139,6 +139,13 @@ async def test_delete_leaves_cleanup_to_the_garbage_collector(api, operator, bro
         assert ref["uid"] == ms["metadata"]["uid"] and ref["blockOwnerDeletion"]
     api.delete(MS, "wine")
     await until(lambda: obj(api, MS, "wine") is None, what="deleted")
+    # Without a finalizer, kopf learns of the deletion from the DELETED event: its timers stop then
+    # (one invocation in flight may still end). Observed every 0.5 s, a running timer would log more.
+    await until(lambda: "Deleted, really deleted" in operator.log, timeout=10, what="kopf saw the deletion")
+    await asyncio.sleep(2)
+    invoked = operator.log.count("Timer 'observe' is invoked")
+    await asyncio.sleep(3)
+    assert operator.log.count("Timer 'observe' is invoked") == invoked, "the deleted resource's timer still runs"
     # The real garbage collector takes every child, and the StatefulSet's pod with it.
     for key, name in [*CHILDREN, ("v1/pods", "wine-driver-0")]:
         await until(lambda: api.request("GET", api.path(key, name), ok_missing=True) is None, timeout=60,
