@@ -84,7 +84,8 @@ def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
     # Deleted resources, by uid: their timers stop (below) when kopf re-matches them on the DELETED event.
     gone: set[str] = set()
 
-    @kopf.on.event(*resource, registry=registry)
+    # Called for every event of a ModelServing; its id says so, where kopf logs "Handler ... succeeded".
+    @kopf.on.event(*resource, registry=registry, id="watch-for-deletion")
     async def deleted(event: dict[str, Any], body: kopf.Body, **_: Any) -> None:
         if event.get("type") == "DELETED":  # its status series go with it
             gone.add(body.metadata.uid)
