@@ -232,7 +232,9 @@ def _render(filename: str, runtime_image: str | None) -> int:
     from scorestream.operator import desired, images, podtemplate
     from scorestream.operator import spec as s
 
-    docs = _yaml_documents(_read(filename, "the ModelServing manifest to render"), filename)
+    text = _read(filename, "the ModelServing manifest to render")
+    filename = "(stdin)" if filename == "-" else filename
+    docs = _yaml_documents(text, filename)
     if not docs:
         raise InputError(f"{filename}: empty: no ModelServing in it (apiVersion: {s.API_VERSION}, kind: {s.KIND})")
     out = []
