@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         return _dispatch(parser, args)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 1
+        return e.code
     except KeyboardInterrupt:
         return 130
 
@@ -72,6 +72,10 @@ def package_version() -> str:
 
 class InputError(Exception):
     """Bad input, said in one or two lines: the file, the field, what would be right."""
+
+    def __init__(self, message: str, code: int = 1):
+        super().__init__(message)
+        self.code = code
 
 
 def _read(filename: str, what: str) -> str:
@@ -249,7 +253,7 @@ def _render(filename: str, runtime_image: str | None) -> int:
         if (str(kind).lower() == s.KIND.lower() or str(api_version).split("/")[0] == s.GROUP) \
                 and (api_version, kind) != (s.API_VERSION, s.KIND):
             raise InputError(f"{where}: {name}: apiVersion {api_version!r} kind {kind!r}: the CRD serves only"
-                             f" apiVersion: {s.API_VERSION}, kind: {s.KIND}")
+                             f" apiVersion: {s.API_VERSION}, kind: {s.KIND}", code=2)
         if kind != s.KIND:
             print(f"{where}: skipping {kind!r}: not a {s.KIND}", file=sys.stderr)
             continue

@@ -61,7 +61,7 @@ RENDER_CASES = [
      "error: {f}: wine: spec.kafak: not a field of this object"),
     ("required field missing", _example(_set("spec.kafka.dataTopic", DELETE)), [], 1,
      "error: {f}: wine: spec.kafka.dataTopic: required, missing"),
-    ("apiVersion the CRD does not serve", _example(_set("apiVersion", "scorestream.dev/v1")), [], 1,
+    ("apiVersion the CRD does not serve", _example(_set("apiVersion", "scorestream.dev/v1")), [], 2,
      "error: {f}: wine: apiVersion 'scorestream.dev/v1' kind 'ModelServing': the CRD serves only"),
 ]
 
