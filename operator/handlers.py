@@ -6,6 +6,7 @@ a real operator per test against the test control plane.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import random
@@ -43,6 +44,7 @@ def _register_lifecycle(registry: kopf.OperatorRegistry, config: OperatorConfig,
 
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+        # The name of the finalizer kopf removes where an earlier version left it (none is added now).
         settings.persistence.finalizer = f"{s.GROUP}/finalizer"
         settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=s.GROUP)
         settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=s.GROUP)
@@ -88,19 +90,28 @@ def _register_resource(registry: kopf.OperatorRegistry, config: OperatorConfig) 
             return
         await reconciler.reconcile(memo.ctx, dict(body), logger, trigger="timer")
 
-    @kopf.on.event(*resource, registry=registry)
+    # Deleted resources, by uid: their timers stop (below) when kopf re-matches them on the DELETED event.
+    gone: set[str] = set()
+
+    # Called for every event of a ModelServing; its id says so, where kopf logs "Handler ... succeeded".
+    @kopf.on.event(*resource, registry=registry, id="watch-for-deletion")
     async def deleted(event: dict[str, Any], body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         if event.get("type") == "DELETED":  # its status series and what the operator remembers go with it
+            gone.add(body.metadata.uid)
             metrics.forget(body.metadata.namespace, body.metadata.name)
             if getattr(memo, "ctx", None) and body.metadata.uid:
                 memo.ctx.forget(body.metadata.uid)
 
+    def alive(body: kopf.Body, **_: Any) -> bool:
+        return body.metadata.uid not in gone
+
     kopf.timer(*resource, registry=registry, interval=config.observe_interval, initial_delay=1.0,
-               sharp=False, idle=0, id="observe")(observe)
+               sharp=False, idle=0, id="observe", when=alive)(observe)
     # While a rollout waits for the job's confirmation, look more often than the observer does:
     # the time to ModelReady is then bounded by this poll, not by the observe interval.
     kopf.timer(*resource, registry=registry, interval=config.rollout_poll, initial_delay=config.rollout_poll,
-               sharp=False, id="confirm-rollout", when=_rolling_out)(observe)
+               sharp=False, id="confirm-rollout", when=lambda **kw: alive(**kw) and _rolling_out(**kw))(observe)
+    _without_finalizer(registry)
 
 
 def _register_children(registry: kopf.OperatorRegistry) -> None:
@@ -119,6 +130,17 @@ def _register_children(registry: kopf.OperatorRegistry) -> None:
             ms = {"metadata": {"name": owner["name"], "namespace": body.metadata.namespace, "uid": owner.get("uid")}}
             child = reconciler.Child(dict(body), deleted=event["type"] == "DELETED")
             await reconciler.reconcile(memo.ctx, ms, logger, trigger="child", child=child)
+
+
+def _without_finalizer(registry: kopf.OperatorRegistry) -> None:
+    """No finalizer on ModelServings: the operator has no work of its own on deletion (the garbage
+    collector takes the children by their owner references), and a finalizer left by an operator
+    that is gone (`helm uninstall`) would make `kubectl delete ms` hang. kopf puts one on every
+    resource with a timer, only so that it can stop the timers: the `alive` filter stops them on
+    the DELETED event instead. kopf 1.45 has no public switch for it, hence the replace; it also
+    removes the finalizer an earlier operator version left on existing resources."""
+    spawning = registry._spawning  # kopf's own registry of timers and daemons
+    spawning._handlers[:] = [dataclasses.replace(h, requires_finalizer=False) for h in spawning._handlers]
 
 
 def _rolling_out(body: kopf.Body, **_: Any) -> bool:
@@ -145,7 +167,7 @@ def operator_scope(config: OperatorConfig) -> dict[str, Any]:
     )
 
 
-def run(config: OperatorConfig, verbose: bool = False) -> None:
+def run(config: OperatorConfig, verbose: bool = False, log_level: str | None = None) -> None:
     """The operator's main loop (blocking)."""
     registry = kopf.OperatorRegistry()
     register(registry, config, exit_after_cleanup=10.0)
@@ -154,5 +176,7 @@ def run(config: OperatorConfig, verbose: bool = False) -> None:
 
         metrics.serve(config.metrics_port, config.observe_interval)
     kopf.configure(verbose=verbose)
+    if log_level:  # the chart's logLevel; kopf.configure set the root logger's level just now
+        logging.getLogger().setLevel(log_level.upper())
     kopf.run(registry=registry, liveness_endpoint=f"http://0.0.0.0:{config.health_port}/healthz",
              **operator_scope(config))

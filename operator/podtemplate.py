@@ -103,3 +103,23 @@ def template_images(spec: s.ModelServingSpec) -> list[str]:
                 if isinstance(c, dict) and not (list_name == "containers" and c.get("name") == main) and c.get("image"):
                     images.append(str(c["image"]))
     return images
+
+
+def overridden(spec: s.ModelServingSpec) -> list[str]:
+    """The paths of pod template fields the operator sets whatever the template says (for
+    `scorestream render` to warn about: the merge drops them without a word)."""
+    from scorestream.operator.desired import DRIVER_CONTAINER, EXECUTOR_CONTAINER
+
+    found = []
+    for role, main, volumes in (("driver", DRIVER_CONTAINER, DRIVER_VOLUMES), ("executor", EXECUTOR_CONTAINER, ())):
+        template = getattr(spec, role).pod_template
+        if template is None:
+            continue
+        at = f"spec.{role}.podTemplate.spec"
+        found += [f"{at}.{k}" for k in POD_OWNED if k in template.spec]
+        for i, c in enumerate(template.spec.get("containers") or []):
+            if isinstance(c, dict) and c.get("name") == main:
+                found += [f"{at}.containers[{i}].{k}" for k in MAIN_CONTAINER_OWNED if k in c]
+        found += [f"{at}.volumes[{i}] ({v['name']})" for i, v in enumerate(template.spec.get("volumes") or [])
+                  if isinstance(v, dict) and v.get("name") in volumes]
+    return found

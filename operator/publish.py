@@ -92,8 +92,11 @@ def _send(kafka: KafkaSpec, client_properties: dict[str, str], key: str, value: 
           headers: list[tuple[str, bytes]], what: str, timeout: float) -> None:
     from confluent_kafka import Producer
 
-    producer = Producer({**client_properties, "bootstrap.servers": kafka.bootstrap_servers,
-                         "enable.idempotence": True, "acks": "all", "message.timeout.ms": int(timeout * 1000)})
+    from scorestream.operator.kafkalog import client_config
+
+    producer = Producer(client_config({**client_properties, "bootstrap.servers": kafka.bootstrap_servers,
+                                       "enable.idempotence": True, "acks": "all",
+                                       "message.timeout.ms": int(timeout * 1000)}))
     failures: list[str] = []
     producer.produce(kafka.models_topic, key=key.encode(), value=value, headers=headers,
                      on_delivery=lambda err, _msg: failures.append(str(err)) if err else None)

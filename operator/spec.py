@@ -633,6 +633,9 @@ class ModelServingStatus(Strict):
     """Pending, Running, Suspended, Degraded or Failed."""
     conditions: list[Condition] = Field(default_factory=list)
     """Ready, ModelReady, Progressing, Degraded."""
+    reason: str = ""
+    """Why the resource is not ready, in one word: the Degraded condition's reason while it is True,
+    else the Ready condition's while that is False; empty when ready (a column of `kubectl get ms`)."""
     replicas: int = Field(0, ge=0)
     """Executors the job runs, as it reports them (the scale subresource reads this)."""
     selector: str = ""

@@ -182,6 +182,7 @@ def compute(name: str, namespace: str, observed: Observed | Refusal, previous: S
         observedGeneration=observed.generation,
         phase=health.phase,
         conditions=_conditions(previous.conditions, findings, observed.generation, now),
+        reason=not_ready_reason(findings),
         replicas=(job.executors or 0) if job.reachable else 0,
         selector=desired.selector_string(name),
         model=model,
@@ -213,7 +214,7 @@ def _refused(refusal: Refusal, previous: Status, now: str) -> Status:
     if refusal.reason == Reason.INVALID_SPEC:
         findings["ModelReady"] = fails
     return previous.model_copy(update={
-        "observed_generation": refusal.generation, "phase": "Failed",
+        "observed_generation": refusal.generation, "phase": "Failed", "reason": not_ready_reason(findings),
         "conditions": _conditions(previous.conditions, findings, refusal.generation, now)})
 
 
@@ -232,7 +233,18 @@ def phase_and_health(observed: Observed) -> Health:
     if observed.topics_error and health.degraded.status == "False":
         health = Health(health.phase, health.ready, health.progressing,
                         Finding("True", Reason.TOPICS_UNAVAILABLE, observed.topics_error))
+    if health.degraded.status == "True" and health.phase == "Pending":
+        # the phase column must not say Pending while something is wrong
+        health = Health("Degraded", health.ready, health.progressing, health.degraded)
     return health
+
+
+def not_ready_reason(findings: Mapping[s.ConditionType, Finding]) -> str:
+    """Why the resource is not ready, in one word (a column of `kubectl get ms`): Degraded's
+    reason while it is True, else Ready's while that is False; empty when ready."""
+    if findings["Degraded"].status == "True":
+        return str(findings["Degraded"].reason)
+    return str(findings["Ready"].reason) if findings["Ready"].status != "True" else ""
 
 
 def _failing(phase: s.Phase, reason: Reason, message: str, degraded: Reason | None = None) -> Health:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from scorestream.config import KeylessModels
+from scorestream.operator.kafkalog import client_config
 from scorestream.operator.spec import KafkaSpec
 
 
@@ -23,7 +24,14 @@ class TopicsReport:
 def ensure_topics(kafka: KafkaSpec, client_properties: dict[str, str], replication: int = -1,
                   timeout: float = 10.0) -> TopicsReport:
     """Blocking (confluent-kafka admin): run it in a thread."""
-    admin = AdminClient({**client_properties, "bootstrap.servers": kafka.bootstrap_servers})
+    admin = AdminClient(client_config({**client_properties, "bootstrap.servers": kafka.bootstrap_servers}))
+    try:
+        return _ensure(admin, kafka, replication, timeout)
+    finally:
+        admin.poll(0)  # hands librdkafka's queued log messages to Python logging (kafkalog)
+
+
+def _ensure(admin: AdminClient, kafka: KafkaSpec, replication: int, timeout: float) -> TopicsReport:
     try:
         meta = admin.list_topics(timeout=timeout)
     except Exception as e:  # KafkaException: broker unreachable, auth failure

@@ -89,7 +89,7 @@ class KafkaTopics(Strict):
     """The compacted topic of model descriptors; many ModelServings may share it: each takes only
     the messages keyed `<namespace>/<name>/<dataType>` (and `.../candidate`) for itself."""
     accept_unaddressed_models: bool = Field(False, alias="acceptUnaddressedModels")
-    """Also take the report's model messages, keyed by dataType alone (`<dataType>`,
+    """Also take model messages in the legacy layout, keyed by dataType alone (`<dataType>`,
     `<dataType>/candidate`). Whoever writes such a message to the topic reaches every ModelServing
     that opts in on it, so this needs a modelsTopic of your own (not the shared default)."""
     keyless_models: KeylessModels | None = Field(None, alias="keylessModels")
@@ -159,7 +159,7 @@ def read_properties_text(text: str) -> dict[str, str]:
 class ProtobufInput(Strict):
     descriptor_file: str | None = Field(None, alias="descriptorFile")
     """A FileDescriptorSet (protoc --descriptor_set_out) in the job's filesystem; without one, the
-    report's messages (WineRecord) built into scorestream are used."""
+    legacy messages (WineRecord) built into scorestream are used."""
     message_type: str = Field("WineRecord", alias="messageType", min_length=1)
     """The message type of input records."""
 

@@ -11,14 +11,16 @@ user (their kubeconfig, context and RBAC):
   spec.restartNonce): the operator acts on them and records what it did in status, so GitOps
   tools and `kubectl get -o yaml` see every request. Nothing here talks to the job directly.
 
-Exit codes: 0 done; 1 refused or failed (not found, forbidden, nothing to act on); 2 a usage error; 3 printed what
-the resource's status has, but the job did not answer through the proxy.
+Exit codes: 0 done; 1 refused or failed (not found, forbidden, nothing to act on, the API server
+unreachable); 2 a usage error; 3 printed what the resource's status has, but the job did not answer
+through the proxy; 4 `status --check` and the resource is not Ready.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 import uuid
@@ -34,6 +36,7 @@ from scorestream.operator.desired import METRICS_PORT, Names
 from scorestream.operator.rollout import rollback_value
 
 UNREACHABLE = 3  # not 2: argparse exits 2 on a usage error
+NOT_READY = 4  # status --check: the resource is not Ready
 
 
 class PluginError(Exception):
@@ -64,25 +67,53 @@ class Cluster:
                 raise PluginError(f"no kubeconfig and not in a pod: {e}") from None
             default_ns = "default"
         self.namespace = namespace or default_ns
+        configuration = client.Configuration.get_default_copy()
+        configuration.retries = 0  # one clear error at once, not urllib3's three silent retries
+        client.Configuration.set_default(configuration)
+        self.server = configuration.host
         self.core = client.CoreV1Api()
         self.custom = client.CustomObjectsApi()
 
     def _call(self, what: str, fn, *args, **kwargs):
         from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
 
-        try:
-            return fn(*args, **kwargs)
-        except ApiException as e:
-            reason = _api_message(e)
-            if e.status == 404:
-                raise PluginError(f"{what}: not found ({reason})") from None
-            if e.status == 403:
-                raise PluginError(f"{what}: forbidden by RBAC ({reason})") from None
-            raise PluginError(f"{what}: the API server answered {e.status} ({reason})") from None
+        kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT)
+        deadline = time.monotonic() + REQUEST_TIMEOUT
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except HTTPError as e:  # refused, no route, TLS, timed out: the API server itself is unreachable
+                raise PluginError(f"{what}: cannot reach the API server at {self.server}: {_network_reason(e)}") \
+                    from None
+            except ApiException as e:
+                # Too many requests, or a CRD whose storage is still starting: retried as kubectl does.
+                if e.status != 429 or time.monotonic() > deadline:
+                    self._refusal(what, e)
+                time.sleep(_retry_after(e))
+
+    @staticmethod
+    def _refusal(what: str, e: Any) -> None:
+        """A refusal of the API server, said as one line."""
+        reason = _api_message(e)
+        if e.status == 404:
+            raise PluginError(f"{what}: not found ({reason})") from None
+        if e.status == 403:
+            raise PluginError(f"{what}: forbidden by RBAC ({reason})") from None
+        raise PluginError(f"{what}: the API server answered {e.status} ({reason})") from None
 
     def get(self, name: str) -> dict[str, Any]:
         return self._call(f"modelserving {self.namespace}/{name}", self.custom.get_namespaced_custom_object,
                           s.GROUP, s.VERSION, self.namespace, s.PLURAL, name)
+
+    def list(self, all_namespaces: bool) -> list[dict[str, Any]]:
+        if all_namespaces:
+            found = self._call("listing modelservings in all namespaces", self.custom.list_cluster_custom_object,
+                               s.GROUP, s.VERSION, s.PLURAL)
+        else:
+            found = self._call(f"listing modelservings in {self.namespace}", self.custom.list_namespaced_custom_object,
+                               s.GROUP, s.VERSION, self.namespace, s.PLURAL)
+        return sorted(found.get("items", []), key=lambda m: (m["metadata"].get("namespace", ""), m["metadata"]["name"]))
 
     def patch(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         # A dict body goes as a JSON merge patch: only the named fields change.
@@ -123,6 +154,27 @@ class Cluster:
 
 class JobUnreachable(Exception):
     pass
+
+
+def _retry_after(e: Any) -> float:
+    try:
+        return min(max(float((e.headers or {}).get("Retry-After", 1)), 0.2), 2.0)
+    except (TypeError, ValueError):
+        return 1.0
+
+
+REQUEST_TIMEOUT = 15  # seconds for one call to the API server
+
+
+def _network_reason(e: Exception) -> str:
+    """urllib3's innermost reason, without its object reprs: 'connection refused'."""
+    reason = getattr(e, "reason", None) or e
+    text = str(reason)
+    for known in ("Connection refused", "timed out", "Name or service not known", "No route to host",
+                  "certificate verify failed", "Network is unreachable"):
+        if known.lower() in text.lower():
+            return known.lower()
+    return text.split(": ", 1)[-1][:200]
 
 
 def _api_message(e: Any) -> str:
@@ -191,6 +243,17 @@ def _rfc3339(seconds: float | None) -> str | None:
     return None if seconds is None else datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def list_row(ms: dict[str, Any]) -> dict[str, Any]:
+    st = ms.get("status") or {}
+    ready = next((c for c in st.get("conditions", []) if c.get("type") == "Ready"), {})
+    current = (st.get("model") or {}).get("current")
+    return {"namespace": ms["metadata"].get("namespace"), "name": ms["metadata"]["name"],
+            "ready": ready.get("status", "Unknown"), "phase": st.get("phase", "Unknown"),
+            "reason": st.get("reason") or ("" if ready.get("status") == "True" else ready.get("reason", "")),
+            "model": _label(current), "lag": st.get("lag"), "replicas": st.get("replicas"),
+            "suspended": bool((ms.get("spec") or {}).get("suspend"))}
+
+
 # --- human output -------------------------------------------------------------------------------
 
 
@@ -237,6 +300,19 @@ def human_status(v: dict[str, Any]) -> str:
     for e in v["events"] or [{"type": "", "reason": "(none)", "at": "", "message": ""}]:
         lines.append(f"  {e['at']:<21} {e['type']:<8} {e['reason']}: {e['message']}".rstrip(": "))
     return "\n".join(lines)
+
+
+def human_list(rows: list[dict[str, Any]], all_namespaces: bool, namespace: str) -> str:
+    if not rows:
+        return "No ModelServings found" + ("." if all_namespaces else f" in namespace {namespace}.")
+    head = ["NAMESPACE"] if all_namespaces else []
+    table = [head + ["NAME", "READY", "PHASE", "REASON", "MODEL", "REPLICAS", "LAG"]]
+    for r in rows:
+        table.append(([r["namespace"]] if all_namespaces else []) + [
+            r["name"], r["ready"], r["phase"], r["reason"] or "-", r["model"],
+            "-" if r["replicas"] is None else str(r["replicas"]), "-" if r["lag"] is None else str(r["lag"])])
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    return "\n".join("   ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table)
 
 
 def human_models(v: dict[str, Any]) -> str:
@@ -346,12 +422,31 @@ def control(cluster: Cluster, name: str, key: str, value: str, wait: float) -> t
 
 def run(args: argparse.Namespace) -> tuple[Any, str, int]:
     """The command's view, its human rendering, and the exit code."""
+    if args.command == "version":
+        from scorestream.cli import package_version
+
+        v = {"plugin": package_version()}
+        return v, f"kubectl-scorestream {v['plugin']} (serves {s.API_VERSION} {s.KIND})", 0
     cluster = Cluster(args.kubeconfig, args.context, args.namespace)
+    if args.command == "list":
+        items = cluster.list(args.all_namespaces)
+        v = [list_row(ms) for ms in items]
+        return v, human_list(v, args.all_namespaces, cluster.namespace), 0
     ms = cluster.get(args.name)
     name = args.name
     if args.command == "status":
         v = status_view(ms, cluster.events(name, ms["metadata"]["uid"]))
-        return v, human_status(v), 0
+        ready = next((c["status"] for c in v["conditions"] if c["type"] == "Ready"), "Unknown")
+        return v, human_status(v), NOT_READY if args.check and ready != "True" else 0
+    if args.command in ("suspend", "resume"):
+        want = args.command == "suspend"
+        if bool((ms.get("spec") or {}).get("suspend")) == want:
+            return {"name": name, "suspend": want}, f"modelserving {cluster.namespace}/{name} is already " \
+                f"{'suspended' if want else 'running (not suspended)'}: nothing to do", 0
+        cluster.patch(name, {"spec": {"suspend": want}})
+        what = ("suspend requested: spec.suspend=true (the job stops gracefully and keeps its checkpoint and offsets)"
+                if want else "resume requested: spec.suspend=false (the job starts from its checkpoint)")
+        return {"name": name, "suspend": want}, what, 0
     if args.command in ("models", "stats"):
         path, answer, view, human = (("models", h.Models, models_view, human_models) if args.command == "models"
                                      else ("stats", h.Stats, stats_view, human_stats))
@@ -366,7 +461,7 @@ def run(args: argparse.Namespace) -> tuple[Any, str, int]:
         if trial.get("phase") != "Analyzing":
             raise PluginError(f"nothing to {args.command}: no candidate is on trial"
                               + (f" (the last one, {_label(trial.get('candidate'))}, is {trial['phase']})" if trial else ""))
-        v, code = control(cluster, name, args.command, _request_id(), args.wait)
+        v, code = control(cluster, name, args.command, _request_id(), args.timeout)
         what = f"{args.command} of {_label(trial['candidate'])} requested ({v['annotation']}={v['value']})"
         return v, what + (f"; the operator: {v['handled']}" if v["handled"] else ""), code
     if args.command == "rollback":
@@ -384,10 +479,13 @@ def run(args: argparse.Namespace) -> tuple[Any, str, int]:
         if not entry.get("model"):
             raise PluginError(f"version {version!r} has no kept spec.model in status.model.history: "
                               "set spec.model to it instead")
-        v, code = control(cluster, name, "rollbackTo", rollback_value(version, _request_id()), args.wait)
+        v, code = control(cluster, name, "rollbackTo", rollback_value(version, _request_id()), args.timeout)
         what = f"rollback to {entry['name']} {version} requested ({v['annotation']}={v['value']})"
         return v, what + (f"; the operator: {v['handled']}" if v["handled"] else ""), code
     if args.command == "restart":
+        if (ms.get("spec") or {}).get("suspend"):
+            raise PluginError(f"modelserving {cluster.namespace}/{name} is suspended: a restart does nothing while"
+                              f" no driver runs; `kubectl scorestream resume {name}` starts it")
         nonce = int(ms["spec"].get("restartNonce") or 0) + 1
         cluster.patch(name, {"spec": {"restartNonce": nonce}})
         v = {"name": name, "restartNonce": nonce}
@@ -403,22 +501,44 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--kubeconfig", help="the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
     common.add_argument("-o", "--output", choices=["human", "json", "yaml"], default="human")
     sub = p.add_subparsers(dest="command", required=True)
-    helps = {"status": "phase, conditions, model and candidate with their figures, lag, replicas, recent events",
+    helps = {"list": "the ModelServings of the namespace (-A: of all namespaces): ready, phase, reason, model, lag",
+             "status": "phase, conditions, model and candidate with their figures, lag, replicas, recent events",
              "models": "serving, candidates, rejected (the job's /models) and the history (status)",
              "stats": "ModelServingInfo per model (the job's /stats)",
              "promote": "promote the canary or shadow on trial now (annotation scorestream.dev/promote)",
              "abort": "withdraw the candidate on trial now (annotation scorestream.dev/abort)",
              "rollback": "serve an earlier version from status.model.history (annotation scorestream.dev/rollback-to)",
-             "restart": "restart the driver (spec.restartNonce + 1)"}
+             "restart": "restart the driver (spec.restartNonce + 1)",
+             "suspend": "stop the job gracefully, keeping its checkpoint and offsets (spec.suspend=true)",
+             "resume": "start a suspended job again from its checkpoint (spec.suspend=false)"}
+    version = sub.add_parser("version", help="the plugin's version", description="the plugin's version")
+    version.add_argument("-o", "--output", choices=["human", "json", "yaml"], default="human")
     for command, text in helps.items():
         c = sub.add_parser(command, parents=[common], help=text, description=text)
-        c.add_argument("name", help="the ModelServing's name")
+        if command == "list":
+            c.add_argument("-A", "--all-namespaces", action="store_true", help="list every namespace's")
+        else:
+            c.add_argument("name", help="the ModelServing's name")
+        if command == "status":
+            c.add_argument("--check", action="store_true",
+                           help=f"exit {NOT_READY} when the resource is not Ready (for scripts and CI)")
         if command == "rollback":
             c.add_argument("--to", metavar="VERSION", help="the version (default: the last one replaced)")
         if command in ("promote", "abort", "rollback"):
-            c.add_argument("--wait", type=float, default=0, metavar="SECONDS",
-                           help="wait this long for the operator to record the request handled")
+            c.add_argument("--timeout", type=_duration, default=0, metavar="DURATION",
+                           help="wait this long for the operator to record the request handled (e.g. 30s, 2m)")
+            c.add_argument("--wait", type=_duration, dest="timeout", help=argparse.SUPPRESS)  # the older spelling
     return p
+
+
+def _duration(text: str) -> float:
+    """kubectl's --timeout: 30s, 2m, 1h, 500ms, or plain seconds."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h)?", text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: e.g. 30s, 2m, 1h")
+    return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+
+
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,6 @@ each family is named once here, and a test compares the catalogue with what the 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import dataclass
@@ -214,17 +213,10 @@ def dashboard_json() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m scorestream.monitoring",
-                                 description="Print, or write into the chart, the Grafana dashboard.")
-    ap.add_argument("--write", action="store_true", help=f"write {DASHBOARD_FILE}")
-    args = ap.parse_args(argv)
-    if args.write:
-        DASHBOARD_FILE.parent.mkdir(parents=True, exist_ok=True)
-        DASHBOARD_FILE.write_text(dashboard_json())
-        print(DASHBOARD_FILE)
-    else:
-        sys.stdout.write(dashboard_json())
-    return 0
+    from scorestream.generated import print_or_write
+
+    return print_or_write("python -m scorestream.monitoring", "Print, or write into the chart, the Grafana dashboard.",
+                          DASHBOARD_FILE, dashboard_json, argv)
 
 
 if __name__ == "__main__":

@@ -148,7 +148,12 @@ def test_watched_namespaces_are_created_only_when_asked_and_outlive_the_release(
 
 @pytest.mark.parametrize("flags, message", [
     (["--set", "replicaCount=0"], "at '/replicaCount': minimum"),
-    (["--set", "watch.allNamespaces=true", "--set", "watch.namespaces={ml}"], "at '/watch/namespaces': maxItems"),
+    (["--set", "watch.allNamespaces=true", "--set", "watch.namespaces={ml}"],
+     "at '/watch/namespaces/0': value must be 'none: watch.allNamespaces=true watches every namespace; leave"
+     " watch.namespaces empty, or set watch.allNamespaces=false'"),
+    (["--set", "logLevel=verbose"], "at '/logLevel'"),
+    (["--set", "extraEnv[0].value=x"], "at '/extraEnv/0': missing property 'name'"),
+    (["--set", "fullnameOverride=Not_A_Name"], "at '/fullnameOverride'"),
     (["--set", "metrics.port=8080"], "at '/metrics/port'"),
     (["--set", "image.pullPolicy=Sometimes"], "at '/image/pullPolicy'"),
     (["--set", "watch.namespaces={Not_A_Namespace}"], "at '/watch/namespaces/0'"),
@@ -162,6 +167,53 @@ def test_bad_values_are_refused_with_a_message(helm, flags, message):
     res = run_helm(helm, "template", "ss", str(CHART), *flags)
     assert res.returncode != 0, f"accepted: {flags}"
     assert "values don't meet the specifications of the schema" in res.stderr and message in res.stderr, res.stderr
+
+
+def test_operator_pod_settings_reach_the_deployment(helm):
+    objs = render(helm, "--set", "logLevel=debug", "--set", "extraEnv[0].name=HTTPS_PROXY",
+                  "--set", "extraEnv[0].value=http://proxy.example:3128", "--set", "podSecurityContext.runAsUser=1000640000",
+                  "--set", "securityContext.readOnlyRootFilesystem=true", "--set", "resources.limits.memory=1Gi")
+    pod = by_kind(objs, "Deployment")[0]["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["args"][-2:] == ["--log-level", "debug"]
+    assert {"name": "HTTPS_PROXY", "value": "http://proxy.example:3128"} in container["env"]
+    assert container["env"][0]["name"] == "POD_NAMESPACE"
+    assert pod["securityContext"]["runAsUser"] == 1000640000 and pod["securityContext"]["runAsNonRoot"]
+    assert container["resources"]["limits"]["memory"] == "1Gi"
+
+
+def test_name_overrides(helm):
+    names = {(o["kind"], o["metadata"]["name"]) for o in render(helm, "--set", "nameOverride=scoring", release="ml")}
+    assert ("Deployment", "ml-scoring") in names and ("ServiceAccount", "ml-scoring") in names
+    names = {(o["kind"], o["metadata"]["name"]) for o in render(helm, "--set", "fullnameOverride=ops", release="ml")}
+    assert ("Deployment", "ops") in names and ("ConfigMap", "ops") in names
+
+
+def test_defaults_meet_pod_security_restricted_with_any_uid(helm):
+    """The restricted profile's checks (kubernetes.io/docs/concepts/security/pod-security-standards),
+    on the defaults; no UID is fixed, so a platform may assign any. The real API server's PodSecurity
+    admission runs the same checks in tests/test_user_paths.py."""
+    pod = by_kind(render(helm), "Deployment")[0]["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    assert "runAsUser" not in pod["securityContext"] and "runAsGroup" not in pod["securityContext"]
+    assert not any(k in pod for k in ("hostNetwork", "hostPID", "hostIPC"))
+    assert all("hostPath" not in v for v in pod.get("volumes", []))
+    for c in pod["containers"]:
+        sc = c["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False and sc["capabilities"]["drop"] == ["ALL"]
+        assert not sc.get("capabilities", {}).get("add") and not sc.get("privileged")
+        assert "runAsUser" not in sc
+
+
+def test_notes_name_the_namespace_in_every_command(helm):
+    res = run_helm(helm, "install", "ss", str(CHART), "--dry-run=client", "-n", "operators",
+                   "--set", "watch.namespaces={ml,analytics}")
+    assert res.returncode == 0, res.stderr
+    notes = res.stdout.split("NOTES:", 1)[1]
+    commands = [line.strip() for line in notes.splitlines() if line.strip().startswith("kubectl")]
+    assert commands and all(" -n " in c for c in commands), commands
+    assert "kubectl wait -n ml --for=condition=Ready modelserving/wine" in notes
 
 
 # --- RBAC audit ---------------------------------------------------------------------------------

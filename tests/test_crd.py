@@ -43,7 +43,7 @@ def test_every_field_is_described_for_kubectl_explain():
 def test_printer_columns_and_subresources():
     version = crd.generate()["spec"]["versions"][0]
     assert [c["name"] for c in version["additionalPrinterColumns"]] == \
-        ["Ready", "Model", "Version", "Replicas", "Lag", "Phase", "Age"]
+        ["Ready", "Model", "Version", "Replicas", "Lag", "Phase", "Reason", "Age"]
     assert version["subresources"]["status"] == {}
     assert version["subresources"]["scale"] == {
         "specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",

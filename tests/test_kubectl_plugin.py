@@ -328,3 +328,49 @@ async def test_the_real_job_serves_what_promote_rollback_and_abort_asked_for(api
         status_out = (await plugin(admin, "status", "wine", "-n", ns)).stdout
         assert "serving wine-tree 1, desired wine-shallow 3" in status_out and "aborted by request" in status_out
         assert job.stop() == 0
+
+
+def _plain(api, name: str = "wine") -> dict:
+    """A ModelServing for the plugin to look at and patch: no operator or broker needed for that."""
+    from operator_harness import EXAMPLE
+
+    body = yaml.safe_load(yaml.safe_dump(EXAMPLE))
+    body["metadata"] = {"name": name, "namespace": api.ns}
+    return body
+
+
+async def test_version_list_suspend_resume_check(api, kube):
+    admin = kube.admin_config
+    assert (await plugin(admin, "version")).stdout.startswith("kubectl-scorestream ")
+    assert "No ModelServings found in namespace" in (await plugin(admin, "list", "-n", api.ns)).stdout
+    api.create(MS, _plain(api))
+    api.create(MS, _plain(api, "beer"))
+
+    listed = (await plugin(admin, "list", "-n", api.ns)).stdout.splitlines()
+    assert listed[0].split() == ["NAME", "READY", "PHASE", "REASON", "MODEL", "REPLICAS", "LAG"]
+    assert [line.split()[0] for line in listed[1:]] == ["beer", "wine"]
+    everywhere = (await plugin(admin, "list", "-A")).stdout.splitlines()
+    assert everywhere[0].split()[0] == "NAMESPACE"
+    assert {(r.split()[0], r.split()[1]) for r in everywhere[1:]} >= {(api.ns, "beer"), (api.ns, "wine")}
+    rows = json.loads((await plugin(admin, "list", "-n", api.ns, "-o", "json")).stdout)
+    assert [(r["name"], r["ready"]) for r in rows] == [("beer", "Unknown"), ("wine", "Unknown")]
+
+    # status --check: non-zero while not Ready, zero once Ready (status written as the operator would).
+    not_ready = await plugin(admin, "status", "wine", "-n", api.ns, "--check", check=False)
+    assert not_ready.returncode == 4, not_ready.stderr
+    api.patch(MS, "wine", {"status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True", "reason": "Serving", "message": "the job is scoring records",
+         "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}, subresource="status")
+    assert (await plugin(admin, "status", "wine", "-n", api.ns, "--check")).returncode == 0
+
+    assert "suspend requested" in (await plugin(admin, "suspend", "wine", "-n", api.ns)).stdout
+    assert obj(api, MS, "wine")["spec"]["suspend"] is True
+    assert "already suspended" in (await plugin(admin, "suspend", "wine", "-n", api.ns)).stdout
+    refused = await plugin(admin, "restart", "wine", "-n", api.ns, check=False)
+    assert refused.returncode == 1 and "is suspended: a restart does nothing" in refused.stderr
+    assert not obj(api, MS, "wine")["spec"].get("restartNonce")
+    assert "resume requested" in (await plugin(admin, "resume", "wine", "-n", api.ns)).stdout
+    assert obj(api, MS, "wine")["spec"]["suspend"] is False
+
+    bad = await plugin(admin, "promote", "wine", "-n", api.ns, "--timeout=soon", check=False)
+    assert bad.returncode == 2 and "'soon' is not a duration" in bad.stderr

@@ -21,7 +21,7 @@ from scorestream.operator import crd
 
 from fake_job import job  # noqa: F401 - the job's stand-in
 from operator_harness import (CLUSTER, MS, ApiError, Operator, api, apply, condition, driver_pod, events, obj,  # noqa: F401
-                              operator_config, resource, tool, topics, until)
+                              helm_install, operator_config, resource, tool, topics, until)
 from test_crd import INVALID_CASES, invalid_case
 
 REPO = Path(__file__).resolve().parents[1]
@@ -281,3 +281,63 @@ async def test_pod_templates_the_default_image_and_the_allow_list_on_the_real_ap
                     what="wine-bad's StatefulSet once its image is allowed")
     finally:
         await op.stop()
+
+
+@pytest.mark.broker
+async def test_helm_uninstall_leaves_no_modelserving_stuck(api, broker, topics, tmp_path):
+    """helm install, kubectl apply, helm uninstall, then kubectl delete of the ModelServings returns
+    at once: no finalizer waits for an operator that is gone. A resource carrying the finalizer an
+    earlier version put on has it removed by this operator."""
+    release = f"un-{api.ns}"
+    installation = helm_install(api.cluster, tmp_path, release, api.ns, "--set", f"watch.namespaces={{{api.ns}}}")
+    create_topics(broker.bootstrap, {topics["dataTopic"]: 1})
+    # The release's operator: a process with its ServiceAccount's token (kwok runs no container).
+    op = Operator(api, operator_config(api, observeInterval=0.5), kubeconfig=installation.kubeconfig)
+    await op.start()
+    try:
+        earlier = resource(topics, broker, name="earlier")
+        earlier["metadata"]["finalizers"] = ["scorestream.dev/finalizer"]
+        await apply(api, earlier)
+        await apply(api, resource(topics, broker))
+        await until(lambda: obj(api, "apps/v1/statefulsets", "wine-driver"), what="the driver's StatefulSet")
+        await until(lambda: not obj(api, MS, "earlier")["metadata"].get("finalizers"), timeout=30,
+                    what="the earlier version's finalizer removed")
+        assert not obj(api, MS, "wine")["metadata"].get("finalizers")
+    finally:
+        await op.stop()  # helm uninstall takes the operator's pod: here its process
+    tool("helm", api.cluster, "uninstall", release, "-n", api.ns, "--wait", "--timeout", "5m")
+    started = time.monotonic()
+    deleted = await asyncio.to_thread(kubectl, api, "delete", "ms", "wine", "earlier", "-n", api.ns, "--timeout=60s")
+    took = time.monotonic() - started
+    print(f"kubectl delete ms after helm uninstall: {took:.1f} s")
+    assert 'modelserving.scorestream.dev "wine" deleted' in deleted.stdout
+    assert took < 30
+    assert obj(api, MS, "wine") is None and obj(api, MS, "earlier") is None
+
+
+def test_chart_runs_under_pod_security_restricted_with_a_random_uid(api, tmp_path):
+    """The operator's pod is admitted by the API server's PodSecurity admission in a namespace
+    enforcing `restricted`, with a UID as OpenShift's restricted-v2 assigns one (random, high)."""
+    import random
+
+    namespace = f"{api.ns}-rs"
+    api.extra.append(namespace)
+    api.cluster.request("POST", "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": namespace, "labels": {"pod-security.kubernetes.io/enforce": "restricted",
+                                      "pod-security.kubernetes.io/enforce-version": "latest"}}})
+    uid = random.randint(1_000_000_000, 2_000_000_000)
+    release = f"rs-{api.ns}"
+    tool("helm", api.cluster, "install", release, str(CHART), "-n", namespace, "--wait", "--timeout", "5m",
+         "--set", f"podSecurityContext.runAsUser={uid}", "--set", f"podSecurityContext.fsGroup={uid}")
+    try:
+        selector = f"?labelSelector=app.kubernetes.io/instance={release}"
+        (pod,) = api.cluster.request("GET", f"/api/v1/namespaces/{namespace}/pods{selector}")["items"]
+        assert pod["spec"]["securityContext"]["runAsUser"] == uid
+        # The same pod with a root UID is refused there: the namespace really enforces `restricted`.
+        probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe"},
+                 "spec": {**pod["spec"], "securityContext": {**pod["spec"]["securityContext"], "runAsUser": 0}}}
+        with pytest.raises(ApiError) as refused:
+            api.cluster.request("POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", probe)
+        assert "violates PodSecurity" in str(refused.value)
+    finally:
+        tool("helm", api.cluster, "uninstall", release, "-n", namespace, "--wait", "--timeout", "5m")

@@ -1,0 +1,28 @@
+"""`kubectl get ms` says why a resource is not ready: status.reason (the REASON column) and a phase
+that is not Pending while the resource is Degraded."""
+
+from __future__ import annotations
+
+from test_argocd_health import PMML, RUNNING, computed, resource
+
+from scorestream.operator import crd, status
+
+
+def test_reason_column_reads_status_reason():
+    columns = {c["name"]: c["jsonPath"] for c in crd.generate()["spec"]["versions"][0]["additionalPrinterColumns"]}
+    assert columns["Reason"] == ".status.reason"
+
+
+def test_topics_unavailable_before_the_driver_runs_is_degraded_with_its_reason():
+    st = computed(PMML, topics_error="Kafka at kafka:9092 did not answer within 5 s")["status"]
+    assert (st["phase"], st["reason"]) == ("Degraded", "TopicsUnavailable")
+
+
+def test_reason_is_ready_s_while_not_ready_and_empty_when_serving():
+    assert computed(PMML, data_topic_exists=False)["status"]["reason"] == "DataTopicMissing"
+    assert computed(PMML)["status"]["reason"] == "DriverCreating"
+    assert computed(resource(PMML, suspend=True))["status"]["reason"] == "Suspended"
+    serving = computed(PMML, **RUNNING)["status"]
+    assert (serving["phase"], serving["reason"]) == ("Running", "")
+    crashing = computed(PMML, driver=status.DriverState(exists=True, restarts=5, waiting_reason="CrashLoopBackOff"))
+    assert (crashing["status"]["phase"], crashing["status"]["reason"]) == ("Degraded", "CrashLoopBackOff")
