@@ -13,6 +13,14 @@
 ARG PYTHON_VERSION=3.11
 ARG BASE_IMAGE=python:${PYTHON_VERSION}-slim-bookworm
 
+# --- each image's pinned requirements, from pyproject.toml: a stage of its own, so that an edit of
+# --- pyproject.toml that leaves them as they are keeps every image's dependency layer ------------
+FROM ${BASE_IMAGE} AS requirements
+COPY pyproject.toml runtime/docker/requirements.py /deps/
+RUN python /deps/requirements.py /deps/pyproject.toml operator > /deps/operator.txt \
+    && python /deps/requirements.py /deps/pyproject.toml runtime > /deps/runtime.txt \
+    && python /deps/requirements.py /deps/pyproject.toml tensorflow --extras-only > /deps/tensorflow.txt
+
 # --- sources, shared by every image ------------------------------------------------------------
 FROM ${BASE_IMAGE} AS source
 WORKDIR /src
@@ -33,9 +41,9 @@ LABEL org.opencontainers.image.title="scorestream-operator" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.licenses="Apache-2.0"
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-COPY pyproject.toml requirements.lock runtime/docker/requirements.py /deps/
+COPY requirements.lock /deps/
+COPY --from=requirements /deps/operator.txt /deps/requirements.txt
 RUN python -m pip install "pip==${PIP_VERSION}" \
-    && python /deps/requirements.py /deps/pyproject.toml operator > /deps/requirements.txt \
     && python -m pip install -c /deps/requirements.lock -r /deps/requirements.txt \
     && rm -rf /deps \
     && useradd --uid 1000 --gid 0 --no-create-home --shell /usr/sbin/nologin scorestream
@@ -60,14 +68,17 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 SCORESTREAM_JVM_DIR=/jvm 
 RUN apt-get update \
     && apt-get install -y --no-install-recommends "${JDK_PACKAGE}" maven \
     && rm -rf /var/lib/apt/lists/*
-COPY pyproject.toml requirements.lock runtime/docker/requirements.py /deps/
+COPY requirements.lock /deps/
+COPY --from=requirements /deps/runtime.txt /deps/requirements.txt
 RUN python -m pip install "pip==${PIP_VERSION}" \
-    && python /deps/requirements.py /deps/pyproject.toml runtime > /deps/requirements.txt \
     && python -m pip install -c /deps/requirements.lock -r /deps/requirements.txt
 COPY --from=source /src /src
 # Editable: Maven builds the module of the source tree, JUnit tests included (the wheel carries
 # only the main sources); the jar is named by their digest, which the runtime image's copy shares.
 RUN python -m pip install --no-deps -e /src
+# A build container's hostname resolves to nothing: Spark, started by the JUnit tests, binds to
+# loopback by name instead.
+ENV SPARK_LOCAL_IP=127.0.0.1 SPARK_LOCAL_HOSTNAME=localhost
 RUN --mount=type=cache,target=/root/.m2 \
     scorestream build-jvm \
     && python -m scorestream.jars resolve spark-kafka
@@ -90,9 +101,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_
 RUN apt-get update \
     && apt-get install -y --no-install-recommends "${JRE_PACKAGE}" procps tini \
     && rm -rf /var/lib/apt/lists/*
-COPY pyproject.toml requirements.lock runtime/docker/requirements.py /deps/
+COPY requirements.lock /deps/
+COPY --from=requirements /deps/runtime.txt /deps/requirements.txt
 RUN python -m pip install "pip==${PIP_VERSION}" \
-    && python /deps/requirements.py /deps/pyproject.toml runtime > /deps/requirements.txt \
     && python -m pip install -c /deps/requirements.lock -r /deps/requirements.txt \
     && rm -rf /deps \
     && useradd --uid 185 --gid 0 --no-create-home --shell /usr/sbin/nologin spark \
@@ -115,9 +126,9 @@ CMD ["driver"]
 FROM runtime-pmml AS runtime
 ARG PIP_CERT
 USER 0
-COPY pyproject.toml requirements.lock runtime/docker/requirements.py /deps/
-RUN python /deps/requirements.py /deps/pyproject.toml tensorflow --extras-only > /deps/requirements.txt \
-    && python -m pip install -c /deps/requirements.lock -r /deps/requirements.txt \
+COPY requirements.lock /deps/
+COPY --from=requirements /deps/tensorflow.txt /deps/requirements.txt
+RUN python -m pip install -c /deps/requirements.lock -r /deps/requirements.txt \
     && rm -rf /deps
 LABEL org.opencontainers.image.title="scorestream-runtime" \
       org.opencontainers.image.description="The scorestream serving job (driver and Spark executors), PMML and TensorFlow"

@@ -115,6 +115,8 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
         return runtime_main(["--config", args.config])
     if args.command == "verify":
+        from scorestream.runtime import verification
+
         return verification.cli(args)
     if args.command == "build-jvm":
         from scorestream.runtime import jvm

@@ -15,8 +15,9 @@ import pytest
 
 import images  # hack/images.py
 
-pytestmark = pytest.mark.skipif(shutil.which("buildah") is None or os.geteuid() != 0,
-                                reason="needs root and buildah (`make setup` installs it) to run the built images")
+pytestmark = [pytest.mark.node,
+              pytest.mark.skipif(shutil.which("buildah") is None or os.geteuid() != 0,
+                                 reason="needs root and buildah (`make test` installs it) to run the built images")]
 
 RANDOM_UID = random.randint(100_000, 2_000_000_000)
 

@@ -35,7 +35,7 @@ from scorestream.demo.broker import EmbeddedBroker, create_topics
 from scorestream.demo.process import read_topic
 
 WHY = real_node.missing()
-pytestmark = pytest.mark.skipif(WHY is not None, reason=f"the real node's tests are skipped: {WHY}")
+pytestmark = [pytest.mark.node, pytest.mark.skipif(WHY is not None, reason=f"the real node's tests are skipped: {WHY}")]
 
 NS = "ml"
 SYSTEM = "scorestream-system"
@@ -96,9 +96,13 @@ class Cluster:
             events = subprocess.run([str(helm_tool.ensure("kubectl")), f"--kubeconfig={self.kubeconfig}", "get",
                                      "events", "-A", "--sort-by=.lastTimestamp"], capture_output=True, text=True,
                                     timeout=30).stdout.splitlines()[-25:]
+            logs = subprocess.run([str(helm_tool.ensure("kubectl")), f"--kubeconfig={self.kubeconfig}", "logs", "-n", NS,
+                                   "-l", "app.kubernetes.io/component in (driver,executor)", "--tail=25",
+                                   "--prefix"], capture_output=True, text=True, timeout=30).stdout
         except (OSError, subprocess.SubprocessError) as e:
             return f"(no diagnosis: {e})"
-        return f"pods:\n{pods}\nevents:\n" + "\n".join(events) + "\n" + self.node.log_tail("kubelet", 15)
+        return (f"pods:\n{pods}\nevents:\n" + "\n".join(events) + f"\njob logs:\n{logs}\n"
+                + self.node.log_tail("kubelet", 15))
 
 
 @pytest.fixture(scope="module")
@@ -231,7 +235,8 @@ def test_a_pmml_modelserving_on_a_real_node_from_helm_install_to_uninstall(clust
 
     with c.step("200 records scored onto the output topic"):
         feed.produce(c.broker.bootstrap, topics["dataTopic"], feed.wine_records(rows[:200]))
-        assert scored_keys(c, topics["outputTopic"], 200) >= {f"wine-{i}" for i in range(200)}
+        scored = scored_keys(c, topics["outputTopic"], 200)
+        assert scored >= {f"wine-{i}" for i in range(200)}, f"{len(scored)} of 200 scored\n{c.diagnose()}"
 
     logs = c.kubectl("logs", "-n", NS, driver[0], "-c", "driver", "--tail=200")
     assert logs.strip(), "kubectl logs of the driver is empty"
@@ -296,7 +301,8 @@ def test_a_tensorflow_modelserving_on_a_real_node(cluster):
             wait_ready(c, "wine-tf")
         with c.step("TF: 200 records scored"):
             feed.produce(c.broker.bootstrap, topics["dataTopic"], feed.wine_records(rows[:200]))
-            assert scored_keys(c, topics["outputTopic"], 200) >= {f"wine-{i}" for i in range(200)}
+            scored = scored_keys(c, topics["outputTopic"], 200)
+            assert scored >= {f"wine-{i}" for i in range(200)}, f"{len(scored)} of 200 scored\n{c.diagnose()}"
     finally:
         c.kubectl("delete", "-n", NS, "modelserving/wine-tf", "--wait=true", "--timeout=300s", check=False, timeout=400)
         c.helm("uninstall", RELEASE, "-n", SYSTEM, "--wait", "--timeout", "5m", check=False)
