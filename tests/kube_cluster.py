@@ -338,17 +338,7 @@ class ControlPlane:
             self._provisioner.join(5)
         # Clients first, the store last, as a control plane is shut down.
         for name in ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
-            p = self.procs.pop(name, None)
-            if p is None:
-                continue
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(5)
-            except ProcessLookupError:
-                pass
+            stop_group(self.procs.pop(name, None))
         if self.dir is not None and not os.environ.get("SCORESTREAM_KEEP_CLUSTER"):
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -398,6 +388,20 @@ class ControlPlane:
                               {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
                                "spec": {"expirationSeconds": seconds}})
         return answer["status"]["token"]
+
+
+def stop_group(p: subprocess.Popen | None, grace: float = 10) -> None:
+    """SIGTERM to a process's group (it was started in a session of its own), SIGKILL after `grace`."""
+    if p is None:
+        return
+    try:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait(5)
+    except ProcessLookupError:
+        pass
 
 
 def _first_address(cidr: str) -> str:

@@ -412,14 +412,14 @@ class Node:
         """Stop every process of the node and its pods, remove its state, restore the host;
         returns the differences left between before and after (none, when all went well)."""
         for name in ("kube-proxy", "coredns", "kubelet"):
-            _stop(self.procs.pop(name, None))
+            kube_cluster.stop_group(self.procs.pop(name, None), grace=20)
         if self.dir is not None and self.socket.exists():
             # the pods' processes, then the shims that ran them (they outlive containerd)
             for cgroup in sorted(_cgroups(), key=len, reverse=True):
                 if self.cgroup_root in cgroup:
                     _kill_cgroup(Path(cgroup))
             _run("pkill", "-KILL", "-f", f"containerd-shim.*{self.dir}", check=False)
-        _stop(self.procs.pop("containerd", None))
+        kube_cluster.stop_group(self.procs.pop("containerd", None), grace=20)
         if self.dir is not None:
             # overlay rootfs, shm and netns mounts under the node's directory, deepest first
             mounts = [l.split()[4] for l in Path("/proc/self/mountinfo").read_text().splitlines()]
@@ -438,19 +438,6 @@ class Node:
         if self.dir is not None and not os.environ.get("SCORESTREAM_KEEP_CLUSTER"):
             shutil.rmtree(self.dir, ignore_errors=True)
         return left
-
-
-def _stop(p: subprocess.Popen | None) -> None:
-    if p is None:
-        return
-    try:
-        os.killpg(p.pid, signal.SIGTERM)
-        p.wait(20)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait(5)
-    except ProcessLookupError:
-        pass
 
 
 def _tree_rss(pid: int, children: bool = True) -> int:

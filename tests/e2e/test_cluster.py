@@ -208,15 +208,21 @@ def wait_ready(c: Cluster, name: str, timeout: str = "600s") -> None:
     c.kubectl("wait", "-n", NS, "--for=condition=Ready", f"modelserving/{name}", f"--timeout={timeout}", timeout=700)
 
 
+def topics_and_operator(c: Cluster, prefix: str, partitions: int) -> dict[str, str]:
+    """A resource's topics (the data topic made, as a producer's would be), and the operator
+    installed by helm."""
+    topics = {"dataTopic": f"{prefix}-records", "outputTopic": f"{prefix}-predictions", "deadLetterTopic": f"{prefix}-dlq"}
+    create_topics(c.broker.bootstrap, {topics["dataTopic"]: partitions})
+    with c.step(f"{prefix}: helm install (operator pod Ready)"):
+        install_operator(c)
+    return topics
+
+
 @pytest.mark.timeout(2400)
 def test_a_pmml_modelserving_on_a_real_node_from_helm_install_to_uninstall(cluster):
     c = cluster
     rows = feed.wine_rows()
-    topics = {"dataTopic": "wine-records", "outputTopic": "wine-predictions", "deadLetterTopic": "wine-dlq"}
-    create_topics(c.broker.bootstrap, {topics["dataTopic"]: 2})
-
-    with c.step("helm install (operator pod Ready)"):
-        install_operator(c)
+    topics = topics_and_operator(c, "wine", 2)
     (operator_pod,) = c.pods(SYSTEM, f"app.kubernetes.io/instance={RELEASE}")
     assert operator_pod["spec"]["serviceAccountName"].startswith(RELEASE)
     assert operator_pod["spec"]["nodeName"] == real_node.NODE_NAME
@@ -287,10 +293,7 @@ def test_a_pmml_modelserving_on_a_real_node_from_helm_install_to_uninstall(clust
 def test_a_tensorflow_modelserving_on_a_real_node(cluster):
     c = cluster
     rows = feed.wine_rows()
-    topics = {"dataTopic": "tf-records", "outputTopic": "tf-predictions", "deadLetterTopic": "tf-dlq"}
-    create_topics(c.broker.bootstrap, {topics["dataTopic"]: 1})
-    with c.step("TF: helm install"):
-        install_operator(c)
+    topics = topics_and_operator(c, "tf", 1)
     keras = data_uri(models.keras_savedmodel_zip(rows, epochs=2), "application/zip")
     ms = modelserving("wine-tf", f"localhost/{images.IMAGES['runtime'].name}:{images.VERSION}",
                       {"name": "wine-keras", "version": "1", "format": "tensorflow", "uri": keras}, topics,
