@@ -220,10 +220,12 @@ class Settings:
     """What the objects depend on from the operator's configuration (OperatorConfig)."""
 
     api_server_cidrs: tuple[str, ...] = ()  # admitted to the read-only port (kubectl scorestream)
+    artifact_allowed_networks: tuple[str, ...] = ()  # non-public networks the job's fetches may reach
 
     @classmethod
     def of(cls, config: Any) -> "Settings":
-        return cls(api_server_cidrs=tuple(config.api_server_cidrs))
+        return cls(api_server_cidrs=tuple(config.api_server_cidrs),
+                   artifact_allowed_networks=tuple(config.artifact_allowed_networks))
 
 
 @dataclass(frozen=True)
@@ -268,7 +270,11 @@ def _objects(meta: dict[str, Any], spec: s.ModelServingSpec, run: bool,
     name, namespace = meta["name"], meta.get("namespace", "default")
     names = Names(name, namespace)
     config = job_config(name, namespace, spec)
-    config_data = {"job.json": config.to_json()}
+    # The cluster admin's, not the spec's: outside the configuration hash (spec_hash, which the
+    # upgrade check compares, knows only the spec), so it applies at each driver's next start.
+    served = config.model_copy(update={"artifacts": config.artifacts.model_copy(
+        update={"allowed_networks": list(settings.artifact_allowed_networks)})})
+    config_data = {"job.json": served.to_json()}
     if spec.executor.pod_template is not None:
         config_data[EXECUTOR_TEMPLATE_KEY] = podtemplate.executor_pod_yaml(spec.executor.pod_template, name,
                                                                            EXECUTOR_CONTAINER)

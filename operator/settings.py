@@ -47,7 +47,11 @@ class OperatorConfig(Strict):
     """Addresses of the API server as seen by pods (CIDRs): the jobs' NetworkPolicy admits them to
     the read-only port, for `kubectl scorestream` through the service proxy. Empty: not admitted."""
 
-    @field_validator("api_server_cidrs")
+    artifact_allowed_networks: list[str] = Field(default_factory=list, alias="artifactAllowedNetworks")
+    """Non-public networks (CIDRs) the jobs' artifact fetches may reach (ArtifactPolicy
+    allowedNetworks, rendered into every job's configuration). Empty: none."""
+
+    @field_validator("api_server_cidrs", "artifact_allowed_networks")
     @classmethod
     def _cidrs(cls, v: list[str]) -> list[str]:
         for cidr in v:

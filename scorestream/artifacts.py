@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import io
+import ipaddress
 import os
 import shutil
 import socket
@@ -270,7 +271,8 @@ def _read_http(shown: str, location: str, policy: ArtifactPolicy, abort: _Abort)
         host = f"[{host}]" if ":" in host else host
         url = url._replace(netloc=host + (f":{url.port}" if url.port else ""))
     opener = urllib.request.build_opener(
-        _TrackedHTTPHandler(abort), _TrackedHTTPSHandler(abort), _Redirects(policy.max_redirects))
+        _TrackedHTTPHandler(abort, shown, policy), _TrackedHTTPSHandler(abort, shown, policy),
+        _Redirects(policy.max_redirects))
     request = urllib.request.Request(urllib.parse.urlunsplit(url), headers=headers)
     try:
         with opener.open(request, timeout=min(_READ_TIMEOUT, policy.fetch_timeout_seconds)) as resp:
@@ -292,8 +294,55 @@ def _read_http(shown: str, location: str, policy: ArtifactPolicy, abort: _Abort)
         raise ArtifactError(f"{shown}: {getattr(e, 'strerror', None) or type(e).__name__}") from None
 
 
-def _tracked(base: type, abort: _Abort) -> type:
+def _public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, allowed: list[str]) -> bool:
+    """Whether a fetch may connect to `ip`: a global address, or one in the admin's allowed networks."""
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped  # ::ffff:169.254.169.254 is 169.254.169.254
+    if any(ip in ipaddress.ip_network(n, strict=False) for n in allowed):
+        return True
+    return ip.is_global and not ip.is_multicast
+
+
+def _guarded_connect(shown: str, policy: ArtifactPolicy):
+    """socket.create_connection, but only to addresses `_public` allows: the host is resolved
+    here and the socket connects to the very address checked (a second DNS answer cannot differ).
+    urllib opens a new connection for every redirect, so every hop is checked."""
+
+    def connect(address, timeout=socket._GLOBAL_DEFAULT_TIMEOUT, source_address=None, **_):
+        host, port = address[0], address[1]
+        refused, last = False, None
+        for family, kind, proto, _name, sockaddr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+            if not _public(ipaddress.ip_address(sockaddr[0].split("%")[0]), policy.allowed_networks):
+                refused = True
+                continue
+            sock = socket.socket(family, kind, proto)
+            try:
+                if timeout is not socket._GLOBAL_DEFAULT_TIMEOUT:
+                    sock.settimeout(timeout)
+                if source_address:
+                    sock.bind(source_address)
+                sock.connect(sockaddr)
+                return sock
+            except OSError as e:
+                sock.close()
+                last = e
+        if last is not None:
+            raise last
+        if refused:
+            # Which address, or which host a redirect named, is not said: both are the fetched side's.
+            raise ArtifactError(f"{shown}: refused, a destination is a loopback, private or link-local "
+                                "address the cluster admin has not allowed (artifacts.allowedNetworks)")
+        raise OSError(f"no address for the host of {shown}")
+
+    return connect
+
+
+def _tracked(base: type, abort: _Abort, shown: str, policy: ArtifactPolicy) -> type:
     class Tracked(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._create_connection = _guarded_connect(shown, policy)
+
         def connect(self) -> None:
             super().connect()
             abort.track(self.sock)
@@ -302,18 +351,18 @@ def _tracked(base: type, abort: _Abort) -> type:
 
 
 class _TrackedHTTPHandler(urllib.request.HTTPHandler):
-    def __init__(self, abort: _Abort):
+    def __init__(self, abort: _Abort, shown: str, policy: ArtifactPolicy):
         super().__init__()
-        self._conn = _tracked(http_client.HTTPConnection, abort)
+        self._conn = _tracked(http_client.HTTPConnection, abort, shown, policy)
 
     def http_open(self, req):
         return self.do_open(self._conn, req)
 
 
 class _TrackedHTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, abort: _Abort):
+    def __init__(self, abort: _Abort, shown: str, policy: ArtifactPolicy):
         super().__init__()
-        self._conn = _tracked(http_client.HTTPSConnection, abort)
+        self._conn = _tracked(http_client.HTTPSConnection, abort, shown, policy)
 
     def https_open(self, req):
         return self.do_open(self._conn, req, context=self._context)

@@ -30,8 +30,13 @@ PASSWORD = "hunter2-s3cret"
 SIGNATURE = "X-Amz-Signature=0badc0ffee0ddf00d"
 
 
+# The tests' servers listen on loopback, which a fetch refuses unless the cluster admin allows it:
+# these tests allow it explicitly, as an admin would (artifacts.allowedNetworks).
+LOOPBACK_ALLOWED = {"allowedNetworks": ["127.0.0.0/8"]}
+
+
 def policy(tmp_path: Path, **limits) -> ArtifactPolicy:
-    return ArtifactPolicy.model_validate({"modelDirs": [str(tmp_path / "models")], **limits})
+    return ArtifactPolicy.model_validate({"modelDirs": [str(tmp_path / "models")], **LOOPBACK_ALLOWED, **limits})
 
 
 @pytest.fixture
@@ -290,6 +295,31 @@ def test_redirects_only_to_http(tmp_path, http, model_dir):
     assert "HTTP 302" in rejected(f"{http.url}/loop", pol)
 
 
+def test_non_public_destinations_are_refused_unless_the_admin_allows_them(tmp_path, http):
+    """Loopback, private, link-local (cloud metadata) and the like: refused by default, on the
+    address DNS answers and after every redirect; the admin's allowance admits only its networks.
+    The refused addresses are never connected to (the check is before connect)."""
+    http.routes["/tree.pmml"] = (200, b"<PMML/>", {})
+    port = http.httpd.server_port
+    # 127.0.0.2 is loopback too, and listened on by the server (bound to 127.0.0.1 only: refused
+    # there anyway) — the redirect is refused before any connection is tried.
+    http.routes["/elsewhere"] = (302, b"", {"Location": f"http://127.0.0.2:{port}/tree.pmml"})
+    default = ArtifactPolicy.model_validate({"modelDirs": [str(tmp_path / "models")]})
+    refusal = "refused, a destination is a loopback, private or link-local address the cluster admin has not allowed"
+    for location in (f"{http.url}/tree.pmml", f"http://localhost:{port}/tree.pmml",  # a DNS answer
+                     f"http://[::ffff:127.0.0.1]:{port}/tree.pmml", "http://169.254.169.254/latest/meta-data/",
+                     "http://10.0.0.1/m.pmml", "http://[fe80::1]/m.pmml", "http://0.0.0.0/m.pmml",
+                     "http://100.64.0.1/m.pmml", "http://[::1]/m.pmml"):
+        assert refusal in rejected(location, default), location
+    assert not http.requests
+    only_one = policy(tmp_path, allowedNetworks=["127.0.0.1/32"])
+    assert artifacts.fetch(f"{http.url}/tree.pmml", only_one) == b"<PMML/>"
+    assert refusal in rejected(f"{http.url}/elsewhere", only_one)  # checked again after the redirect
+    assert [p for p, _ in http.requests] == ["/tree.pmml", "/elsewhere"]
+    with pytest.raises(ValueError, match="allowedNetworks"):
+        ArtifactPolicy.model_validate({"allowedNetworks": ["not-a-network"]})
+
+
 # --- archives -----------------------------------------------------------------------------------
 
 
@@ -439,7 +469,7 @@ def test_abuse_through_the_models_topic_is_rejected_and_the_job_keeps_serving(se
     http.routes["/private.pmml"] = (403, CANARY.encode(), {})
     port = http.httpd.server_port
 
-    s = serving(artifacts={"modelDirs": [str(model_dir)], "fetchTimeoutSeconds": 2})
+    s = serving(artifacts={"modelDirs": [str(model_dir)], "fetchTimeoutSeconds": 2, **LOOPBACK_ALLOWED})
     s.publish(models.descriptor("tree", "1", "pmml", tree))
     job = s.start().wait_ready()
 
@@ -454,6 +484,8 @@ def test_abuse_through_the_models_topic_is_rejected_and_the_job_keeps_serving(se
         by_location("malformed", "https://[\u2026"),
         by_location("credentials", f"http://reader:{PASSWORD}@127.0.0.1:{port}/private.pmml?{SIGNATURE}"),
         by_location("drip", f"http://127.0.0.1:{port}/drip"),
+        # Cloud metadata: link-local, not allowed (refused before any connection is tried).
+        by_location("metadata", "http://169.254.169.254/latest/meta-data/"),
         models.descriptor("evil", "bomb", "tensorflow", zip_bomb),
         models.descriptor("evil", "traversal", "tensorflow", zip_of({"saved_model.pb": b"pb", "../../x": b"x"})),
     ]
@@ -485,6 +517,7 @@ def test_abuse_through_the_models_topic_is_rejected_and_the_job_keeps_serving(se
     assert "not a valid URL" in reasons["evil:malformed"]
     assert "HTTP 403" in reasons["evil:credentials"]
     assert "fetchTimeoutSeconds" in reasons["evil:drip"]
+    assert "refused, a destination is a loopback, private or link-local address" in reasons["evil:metadata"]
     assert "unpacks to more than" in reasons["evil:bomb"]
     assert "leaves the archive's folder" in reasons["evil:traversal"]
     assert job.ready()

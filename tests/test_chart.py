@@ -117,6 +117,30 @@ def test_runtime_image_allow_list_and_api_server_cidrs_reach_the_operators_confi
     assert (default.runtime_image, default.allowed_images, default.api_server_cidrs) == (None, [], [])
 
 
+def test_artifact_allowed_networks_reach_every_jobs_configuration(helm):
+    """Chart value -> operator setting -> each job's ArtifactPolicy (#30): none by default."""
+    from scorestream.config import JobConfig
+    from scorestream.operator import desired
+
+    from test_desired import EXAMPLE
+
+    objs = render(helm, "--set", "artifacts.allowedNetworks={10.96.12.34/32}")
+    config = OperatorConfig.model_validate(yaml.safe_load(by_kind(objs, "ConfigMap")[0]["data"]["operator.yaml"]))
+    assert config.artifact_allowed_networks == ["10.96.12.34/32"]
+    default = OperatorConfig.model_validate(yaml.safe_load(by_kind(render(helm), "ConfigMap")[0]["data"]["operator.yaml"]))
+    assert default.artifact_allowed_networks == []
+
+    def rendered(settings):
+        objs = desired.desired_objects(EXAMPLE, settings=settings)
+        job = JobConfig.model_validate_json(next(o for o in objs if o["kind"] == "ConfigMap")["data"]["job.json"])
+        sts = next(o for o in objs if o["kind"] == "StatefulSet")
+        return job.artifacts.allowed_networks, sts["spec"]["template"]["metadata"]["annotations"]
+
+    allowed, annotations = rendered(desired.Settings.of(config))
+    assert allowed == ["10.96.12.34/32"]
+    assert rendered(desired.Settings.of(default)) == ([], annotations)  # the same configuration hash
+
+
 DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
