@@ -10,12 +10,16 @@ Every failure is an `ArtifactError` whose message names the location without its
 from __future__ import annotations
 
 import base64
+import bz2
+import gzip
 import io
 import ipaddress
+import lzma
 import os
 import shutil
 import socket
 import stat
+import struct
 import tarfile
 import threading
 import urllib.error
@@ -455,13 +459,16 @@ class _Budget:
         if self.members > self.policy.max_members:
             raise ArtifactError(f"model archive has more than maxMembers {self.policy.max_members} members")
 
+    def too_much(self) -> ArtifactError:
+        return ArtifactError(
+            f"model archive unpacks to more than {self.max_bytes} bytes (maxUnpackedBytes"
+            f" {self.policy.max_unpacked_bytes}, maxCompressionRatio {self.policy.max_compression_ratio:g})")
+
     def copy(self, src, dst) -> None:
         while chunk := src.read(_CHUNK):
             self.written += len(chunk)
             if self.written > self.max_bytes:
-                raise ArtifactError(
-                    f"model archive unpacks to more than {self.max_bytes} bytes (maxUnpackedBytes"
-                    f" {self.policy.max_unpacked_bytes}, maxCompressionRatio {self.policy.max_compression_ratio:g})")
+                raise self.too_much()
             dst.write(chunk)
 
 
@@ -476,7 +483,37 @@ def _member_path(target: Path, name: str) -> Path:
     return out
 
 
+# Zip: what one central-directory entry may take (46 bytes fixed, a name, extra field and comment)
+# before zipfile parses them all into objects; tar: the largest long name (GNU 'L'/'K') or pax
+# header ('x'/'g') tarfile reads whole into memory.
+_MAX_CD_ENTRY_BYTES = 1024
+_MAX_TAR_HEADER_MEMBER = 64 << 10
+
+
+def _check_central_directory(data: bytes, budget: _Budget) -> None:
+    """The zip's declared entries and central directory size, from its end records, before zipfile
+    reads the directory: a small archive can declare millions of entries (each a ZipInfo)."""
+    at = data.rfind(b"PK\x05\x06", max(0, len(data) - 22 - 65535))
+    if at < 0 or len(data) < at + 22:
+        raise ArtifactError("model archive: no zip end record")
+    entries, cd_size = struct.unpack("<10xHL6x", data[at:at + 22])
+    if entries == 0xFFFF or cd_size == 0xFFFFFFFF:  # zip64: the locator just before says where
+        loc = at - 20
+        if loc < 0 or data[loc:loc + 4] != b"PK\x06\x07":
+            raise ArtifactError("model archive: a zip64 end record without its locator")
+        (end64,) = struct.unpack("<8xQ4x", data[loc:loc + 20])
+        if data[end64:end64 + 4] != b"PK\x06\x06" or len(data) < end64 + 56:
+            raise ArtifactError("model archive: a zip64 end record that is not there")
+        entries, cd_size = struct.unpack("<32xQQ8x", data[end64:end64 + 56])
+    if entries > budget.policy.max_members:
+        raise ArtifactError(f"model archive has more than maxMembers {budget.policy.max_members} members")
+    if cd_size > budget.policy.max_members * _MAX_CD_ENTRY_BYTES:
+        raise ArtifactError(f"model archive's central directory is larger than {_MAX_CD_ENTRY_BYTES} bytes"
+                            f" a member (maxMembers {budget.policy.max_members})")
+
+
 def _unzip(data: bytes, target: Path, budget: _Budget) -> None:
+    _check_central_directory(data, budget)
     with zipfile.ZipFile(io.BytesIO(data)) as z:
         for info in z.infolist():
             budget.member()
@@ -492,7 +529,50 @@ def _unzip(data: bytes, target: Path, budget: _Budget) -> None:
                 budget.copy(src, dst)
 
 
+def _decompressed(data: bytes) -> io.BufferedIOBase:
+    """The tar stream inside gzip, bzip2 or xz (what tarfile.open detects), read as it inflates."""
+    raw = io.BytesIO(data)
+    if data[:2] == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=raw)
+    if data[:3] == b"BZh":
+        return bz2.BZ2File(raw)
+    if data[:6] == b"\xfd7zXZ\x00":
+        return lzma.LZMAFile(raw)
+    return raw
+
+
+def _scan_tar(data: bytes, budget: _Budget) -> None:
+    """A pass over the tar's headers as the stream inflates, before tarfile reads any: tarfile reads
+    a GNU long name or a pax header whole (a 306 KB gzip declaring a 300 MiB name took 2.4 GB), so
+    those are bounded here, and the inflated bytes are counted against the budget as they come."""
+    stream, seen = _decompressed(data), 0
+    limit = budget.max_bytes + 512 * (budget.policy.max_members + 2) * 3  # data, plus headers and padding
+    with stream:
+        while True:
+            block = stream.read(512)
+            if len(block) < 512 or block == bytes(512):
+                return  # the end, or a truncated archive: tarfile says which
+            seen += 512
+            try:
+                size = tarfile.nti(block[124:136])
+            except tarfile.HeaderError:
+                return  # not a header tarfile takes either: it refuses the archive
+            if block[156:157] in (b"L", b"K", b"x", b"g", b"X") and size > _MAX_TAR_HEADER_MEMBER:
+                raise ArtifactError(f"model archive has a long name or pax header of more than "
+                                    f"{_MAX_TAR_HEADER_MEMBER} bytes")
+            skip = -(-size // 512) * 512
+            while skip > 0:
+                chunk = stream.read(min(skip, _CHUNK))
+                if not chunk:
+                    return
+                skip -= len(chunk)
+                seen += len(chunk)
+                if seen > limit:
+                    raise budget.too_much()
+
+
 def _untar(data: bytes, target: Path, budget: _Budget) -> None:
+    _scan_tar(data, budget)
     try:
         t = tarfile.open(fileobj=io.BytesIO(data))
     except tarfile.TarError:

@@ -366,6 +366,85 @@ def test_a_zip_bomb_is_refused_and_leaves_nothing(tmp_path, zip_bomb):
         artifacts.unpack(zip_bomb, target, ArtifactPolicy(maxUnpackedBytes=1_000_000, maxCompressionRatio=1e9))
 
 
+def long_name_bomb(mib: int) -> bytes:
+    """The review's tar bomb: a gzip of a GNU long-name header declaring `mib` MiB of name (then the
+    name itself, and a member), about 1 KB of gzip per MiB: small enough to arrive inline."""
+    import zlib
+
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)  # gzip framing
+    long = tarfile.TarInfo("././@LongLink")
+    long.type, long.size = tarfile.GNUTYPE_LONGNAME, mib << 20
+    parts = [z.compress(long.tobuf(format=tarfile.GNU_FORMAT))]
+    chunk = b"a" * (1 << 20)
+    parts += [z.compress(chunk) for _ in range(mib)]
+    parts.append(z.compress(tarfile.TarInfo("saved_model.pb").tobuf(format=tarfile.GNU_FORMAT) + bytes(1024)))
+    return b"".join(parts) + z.flush()
+
+
+def zip_directory_bomb(entries: int) -> bytes:
+    """A zip of `entries` empty members whose end record declares 3: the central directory zipfile
+    parses whole (a ZipInfo each) before anything counts members."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        for i in range(entries):
+            z.writestr(f"f{i}", b"")
+    data = bytearray(buf.getvalue())
+    at = data.rfind(b"PK\x05\x06")
+    data[at + 8:at + 12] = (3).to_bytes(2, "little") * 2  # entries on this disk, entries in total
+    return bytes(data)
+
+
+UNPACK = """
+import json, sys
+from pathlib import Path
+from scorestream import artifacts
+from scorestream.config import ArtifactPolicy
+
+def peak_kib():
+    return int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM:")).split()[1])
+
+before, error = peak_kib(), None
+try:
+    artifacts.unpack(Path(sys.argv[1]).read_bytes(), Path(sys.argv[2]), ArtifactPolicy.model_validate_json(sys.argv[3]))
+except artifacts.ArtifactError as e:
+    error = str(e)
+print(json.dumps({"error": error, "before": before, "after": peak_kib()}))
+"""
+
+
+def unpack_apart(tmp_path: Path, data: bytes, policy: ArtifactPolicy) -> dict:
+    """artifacts.unpack in a process of its own: its reason and its peak RSS (KiB)."""
+    import subprocess
+    import sys
+
+    bomb = tmp_path / "bomb"
+    bomb.write_bytes(data)
+    out = subprocess.run([sys.executable, "-c", UNPACK, str(bomb), str(tmp_path / "out"), policy.model_dump_json(by_alias=True)],
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    return json.loads(out)
+
+
+def test_a_tar_long_name_bomb_is_refused_before_it_is_read(tmp_path):
+    """#30 MED 4: 300 MiB of declared long name in about 300 KB took unpack from 34 to 2,439 MiB."""
+    bomb = long_name_bomb(300)
+    seen = unpack_apart(tmp_path, bomb, ArtifactPolicy())
+    print(f"long-name bomb of {len(bomb)} bytes: peak RSS {seen['before'] // 1024} -> {seen['after'] // 1024} MiB")
+    assert seen["error"] == "model archive has a long name or pax header of more than 65536 bytes"
+    assert seen["after"] - seen["before"] < 64 << 10
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_zip_central_directory_is_bounded_before_it_is_parsed(tmp_path):
+    bomb = zip_directory_bomb(200_000)
+    seen = unpack_apart(tmp_path, bomb, ArtifactPolicy.model_validate({"maxMembers": 100}))
+    print(f"zip of 200,000 entries, {len(bomb)} bytes: peak RSS {seen['before'] // 1024} -> {seen['after'] // 1024} MiB")
+    assert seen["error"] == "model archive's central directory is larger than 1024 bytes a member (maxMembers 100)"
+    assert seen["after"] - seen["before"] < 32 << 10
+    # The declared count, where it is the one that lies the other way.
+    with pytest.raises(artifacts.ArtifactError, match="more than maxMembers 10 members"):
+        artifacts.unpack(zip_of({f"f{i}": b"" for i in range(11)}), tmp_path / "out2", ArtifactPolicy(maxMembers=10))
+
+
 def test_a_gzip_tar_bomb_is_refused(tmp_path):
     info = tarfile.TarInfo("variables/zeros")
     bomb = tar_of([info], {"variables/zeros": b"\0" * (50 << 20)})
