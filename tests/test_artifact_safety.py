@@ -344,6 +344,10 @@ def tar_of(members: list[tarfile.TarInfo], data: dict[str, bytes] | None = None)
 
 @pytest.fixture(scope="module")
 def zip_bomb() -> bytes:
+    return zip_bomb_bytes()
+
+
+def zip_bomb_bytes() -> bytes:
     """The review's bomb: about 200 KB of zip unpacking to 200 MB of zeros."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as z:
