@@ -43,6 +43,10 @@ DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
 # The uid of the Spark images' `spark` user, which the runtime image keeps.
 RUN_AS_USER = 185
+# The driver's and every executor's hardening: what Pod Security `restricted` asks, and a read-only root.
+POD_SECURITY = {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER, "fsGroup": RUN_AS_USER,
+                "seccompProfile": {"type": "RuntimeDefault"}}
+CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
 IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"
 CONFIG_HASH_ANNOTATION = "scorestream.dev/config-hash"
 
@@ -152,9 +156,9 @@ def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig
         "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
         "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
         "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
-        **({"spark.kubernetes.executor.podTemplateFile": EXECUTOR_TEMPLATE_FILE,
-            "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER}
-           if spec.executor.pod_template is not None else {}),
+        # Always: the template carries the driver's hardening onto every executor pod.
+        "spark.kubernetes.executor.podTemplateFile": EXECUTOR_TEMPLATE_FILE,
+        "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
         **spec.spark.conf,
         # Driver and executors authenticate each other's RPC: on Kubernetes, Spark generates a secret
         # per application and hands it to the executor pods it creates (an environment variable).
@@ -274,10 +278,9 @@ def _objects(meta: dict[str, Any], spec: s.ModelServingSpec, run: bool,
     # upgrade check compares, knows only the spec), so it applies at each driver's next start.
     served = config.model_copy(update={"artifacts": config.artifacts.model_copy(
         update={"allowed_networks": list(settings.artifact_allowed_networks)})})
-    config_data = {"job.json": served.to_json()}
-    if spec.executor.pod_template is not None:
-        config_data[EXECUTOR_TEMPLATE_KEY] = podtemplate.executor_pod_yaml(spec.executor.pod_template, name,
-                                                                           EXECUTOR_CONTAINER)
+    config_data = {"job.json": served.to_json(),
+                   EXECUTOR_TEMPLATE_KEY: podtemplate.executor_pod_yaml(spec.executor.pod_template, name, EXECUTOR_CONTAINER,
+                                                                        POD_SECURITY, CONTAINER_SECURITY)}
 
     def obj(api_version: str, kind: str, obj_name: str, **rest: Any) -> dict[str, Any]:
         return {
@@ -289,7 +292,8 @@ def _objects(meta: dict[str, Any], spec: s.ModelServingSpec, run: bool,
 
     return [
         obj("v1", "ConfigMap", names.config, data=config_data),
-        obj("v1", "ServiceAccount", names.service_account, automountServiceAccountToken=True),
+        # Its token is projected into the driver's main container only (_driver_pod_spec).
+        obj("v1", "ServiceAccount", names.service_account, automountServiceAccountToken=False),
         obj("rbac.authorization.k8s.io/v1", "Role", names.driver, rules=DRIVER_RULES),
         obj("rbac.authorization.k8s.io/v1", "RoleBinding", names.driver,
             roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": names.driver},
@@ -370,6 +374,13 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: Names, config:
         "secretName": names.control_secret, "items": [{"key": CONTROL_TOKEN_KEY, "path": CONTROL_TOKEN_KEY}],
         "defaultMode": 0o440}})
     mounts.append({"name": "control", "mountPath": CONTROL_SECRET_DIR, "readOnly": True})
+    # The ServiceAccount's token, as Kubernetes would mount it, but into the main container only:
+    # a sidecar of the template holding it could create pods with any image (Spark's Role).
+    volumes.append({"name": "sa-token", "projected": {"defaultMode": 0o440, "sources": [
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}}]}})
+    mounts.append({"name": "sa-token", "mountPath": podtemplate.SA_TOKEN_DIR, "readOnly": True})
     pvc_spec: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": spec.checkpoint.size}},
@@ -395,11 +406,9 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: Names, config:
             },
             "spec": {
                 "serviceAccountName": names.service_account,
+                "automountServiceAccountToken": False,
                 "terminationGracePeriodSeconds": 120,
-                "securityContext": {
-                    "runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER,
-                    "fsGroup": RUN_AS_USER, "seccompProfile": {"type": "RuntimeDefault"},
-                },
+                "securityContext": POD_SECURITY,
                 "containers": [{
                     "name": DRIVER_CONTAINER,
                     "image": spec.spark.image,
@@ -425,10 +434,7 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: Names, config:
                     "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"},
                                       "periodSeconds": 10, "failureThreshold": 6},
                     "readinessProbe": {"httpGet": {"path": "/readyz", "port": "metrics"}, "periodSeconds": 5},
-                    "securityContext": {
-                        "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                        "capabilities": {"drop": ["ALL"]},
-                    },
+                    "securityContext": CONTAINER_SECURITY,
                     "volumeMounts": mounts,
                 }],
                 "volumes": volumes,

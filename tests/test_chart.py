@@ -9,6 +9,7 @@ import asyncio
 import base64
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import kubernetes_validate
@@ -22,7 +23,7 @@ from scorestream.operator import crd as crd_module
 from scorestream.operator import desired
 from scorestream.operator.settings import OperatorConfig
 
-from operator_harness import (MS, Operator, api, apply, helm_install, obj, resource, tool, topics,  # noqa: F401
+from operator_harness import (MS, ApiError, Operator, api, apply, helm_install, obj, resource, tool, topics,  # noqa: F401
                               until)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -330,3 +331,65 @@ def test_the_examples_cover_pmml_tensorflow_a_canary_and_a_secret():
              for p in EXAMPLES for d in yaml.safe_load_all(p.read_text()) if d}
     assert ("ModelServing", "pmml", None) in kinds and ("ModelServing", "tensorflow", None) in kinds
     assert ("ModelServing", "pmml", "Canary") in kinds and ("Secret", None, None) in kinds
+
+
+def test_the_api_server_enforces_the_image_allow_list(api, helm):  # noqa: F811
+    """#30 MED 5: the chart's ValidatingAdmissionPolicy, on the tests' real API server. A pod created
+    with a driver's ServiceAccount token (what a taken-over driver or a sidecar holding the token
+    would do) runs only allowed images, image volumes included; so does any pod of a ModelServing;
+    other pods of the namespace are not its business."""
+    release = f"vap-{api.ns[-6:]}"
+    objs = render(helm, "--set", f"watch.namespaces={{{api.ns}}}",
+                  "--set", "allowedImages={registry.example.com/scorestream/*}", release=release)
+    policy = by_kind(objs, "ValidatingAdmissionPolicy") + by_kind(objs, "ValidatingAdmissionPolicyBinding")
+    assert len(policy) == 2
+    assert not by_kind(render(helm), "ValidatingAdmissionPolicy")  # no allow-list, nothing to enforce
+    sa = "wine-driver"
+    api.create("v1/serviceaccounts", {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa}})
+    api.create("rbac.authorization.k8s.io/v1/roles", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "pods"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]})
+    api.create("rbac.authorization.k8s.io/v1/rolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "pods"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pods"},
+        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": api.ns}]})
+    token = api.cluster.token(api.ns, sa)
+
+    def pod(name, image, labels=None, volume=None):
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {}},
+                "spec": {"containers": [{"name": "c", "image": image}],
+                         **({"volumes": [{"name": "v", "image": {"reference": volume}}]} if volume else {})}}
+
+    def as_driver(body) -> requests.Response:
+        return requests.post(f"{api.cluster.server}{api.path('v1/pods')}", json=body, timeout=30,
+                             headers={"Authorization": f"Bearer {token}"}, verify=str(api.cluster.dir / "ca.crt"))
+
+    plural = {"ValidatingAdmissionPolicy": "validatingadmissionpolicies",
+              "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings"}
+    made = []
+    try:
+        for o in policy:
+            made.append(api.request("POST", f"/apis/admissionregistration.k8s.io/v1/{plural[o['kind']]}", o))
+        evil = "evil.example/miner:latest"
+        # A policy takes effect a moment after it is created: until the first refusal, retried.
+        end = time.monotonic() + 30
+        while True:
+            r = as_driver(pod(f"miner-{int(time.monotonic() * 1000)}", evil))
+            if r.status_code != 201 or time.monotonic() > end:
+                break
+            api.delete("v1/pods", r.json()["metadata"]["name"])
+            time.sleep(0.5)
+        assert r.status_code in (403, 422) and f"{evil} not allowed by scorestream allowedImages" in r.text, r.text
+        assert as_driver(pod("ok", "registry.example.com/scorestream/runtime:1")).status_code == 201
+        r = as_driver(pod("vol", "registry.example.com/scorestream/runtime:1", volume=evil))
+        if r.status_code == 201:  # ImageVolume is off on this API server: it drops the field, nothing is pulled
+            assert not any("image" in v for v in r.json()["spec"]["volumes"])
+        else:
+            assert r.status_code in (403, 422) and evil in r.text, r.text
+        with pytest.raises(ApiError, match="not allowed by scorestream allowedImages"):
+            api.create("v1/pods", pod("labelled", evil, labels={"scorestream.dev/modelserving": "wine"}))
+        api.create("v1/pods", pod("someone-elses", "docker.io/library/nginx:1"))  # not a scorestream pod
+    finally:
+        for o in reversed(made):
+            api.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural[o['kind']]}/{o['metadata']['name']}",
+                        ok_missing=True)

@@ -301,9 +301,13 @@ def test_the_executor_template_is_a_file_in_the_configmap_that_spark_is_pointed_
     assert pod["metadata"]["annotations"] == {"a": "1"}
     assert pod["spec"]["nodeSelector"] == {"type": "kwok"} and "serviceAccountName" not in pod["spec"]
     assert pod["spec"]["tolerations"] == template["spec"]["tolerations"]
-    # The main container first and named as Spark is told, without the fields Spark sets itself.
-    assert pod["spec"]["containers"] == [{"name": "executor", "env": [{"name": "TZ", "value": "UTC"}]},
+    # The main container first and named as Spark is told, without the fields Spark sets itself,
+    # hardened as the driver is (#30: Spark adds no securityContext of its own).
+    assert pod["spec"]["containers"] == [{"name": "executor", "env": [{"name": "TZ", "value": "UTC"}],
+                                          "securityContext": desired.CONTAINER_SECURITY,
+                                          "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}]},
                                          {"name": "sidecar", "image": "busybox"}]
+    assert pod["spec"]["securityContext"] == desired.POD_SECURITY and pod["spec"]["automountServiceAccountToken"] is False
     # A template with no main container gets one: Spark would otherwise start from the first (a sidecar).
     only_sidecar = yaml.safe_load(next(o for o in desired.desired_objects(with_templates(executor={
         "spec": {"containers": [{"name": "sidecar", "image": "busybox"}]}})) if o["kind"] == "ConfigMap")[
@@ -315,9 +319,11 @@ def test_the_executor_template_is_a_file_in_the_configmap_that_spark_is_pointed_
     changed = copy.deepcopy(template)
     changed["spec"]["nodeSelector"] = {"type": "other"}
     assert hash_of(with_templates(executor=template)) != hash_of(with_templates(executor=changed))
-    assert "spark.kubernetes.executor.podTemplateFile" not in json.loads(
-        next(o for o in desired.desired_objects(copy.deepcopy(EXAMPLE)) if o["kind"] == "ConfigMap")["data"]["job.json"]
-    )["spark"]["conf"]
+    # Without a template too: the hardening goes onto every executor pod.
+    plain = next(o for o in desired.desired_objects(copy.deepcopy(EXAMPLE)) if o["kind"] == "ConfigMap")["data"]
+    assert json.loads(plain["job.json"])["spark"]["conf"]["spark.kubernetes.executor.podTemplateFile"] == \
+        desired.EXECUTOR_TEMPLATE_FILE
+    assert yaml.safe_load(plain[desired.EXECUTOR_TEMPLATE_KEY])["spec"]["securityContext"] == desired.POD_SECURITY
 
 
 def test_the_network_policy_admits_the_api_servers_cidrs_to_the_read_only_port_only():
@@ -336,6 +342,64 @@ def spec_of(**spark):
     body["spec"]["spark"].update(spark)
     body["spec"]["spark"] = {k: v for k, v in body["spec"]["spark"].items() if v is not None}
     return s.ModelServingSpec.model_validate(body["spec"])
+
+
+def test_a_template_gets_no_token_no_job_secret_and_cannot_steer_the_job():
+    """#30 MED 5: the ServiceAccount token is projected into the driver's main container only; a
+    sidecar, init or ephemeral container mounts none of the operator's volumes (the token, the
+    Kafka Secret, the control token, the configuration) nor a token volume of its own; the main
+    container takes no env that steers the JVM, Spark, Python or the job, no envFrom, and no
+    mount at or over the job's files or the image's code."""
+    steering = [{"name": n, "value": "-javaagent:/x.jar"} for n in
+                ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "SPARK_CONF_DIR", "PYTHONPATH",
+                 "PYSPARK_PYTHON", "LD_PRELOAD", "KUBERNETES_SERVICE_HOST", "CLASSPATH", "SCORESTREAM_JVM_DIR", "HOME")]
+    own_token = {"name": "mine", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}
+    body = with_templates(driver={"spec": {
+        "volumes": [own_token, {"name": "extra", "emptyDir": {}}],
+        "containers": [
+            {"name": "driver", "env": [*steering, {"name": "TZ", "value": "UTC"}],
+             "envFrom": [{"configMapRef": {"name": "evil"}}],
+             "volumeMounts": [{"name": "extra", "mountPath": p} for p in
+                              ("/etc/ld.so.preload", "/opt/spark/conf", "/", "/var", "/var/run/secrets/x", "/usr/lib",
+                               "/tmp/x", "/var/lib/scorestream/checkpoint")] + [{"name": "extra", "mountPath": "/extra"}]},
+            {"name": "side", "image": "busybox", "volumeMounts": [
+                {"name": n, "mountPath": f"/steal/{n}"} for n in ("sa-token", "control", "kafka-client", "config", "mine")]
+             + [{"name": "extra", "mountPath": "/x"}]}],
+        "initContainers": [{"name": "init", "image": "busybox",
+                            "volumeMounts": [{"name": "control", "mountPath": "/c"}]}]}})
+    pod = statefulset(body)["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert [v["name"] for v in pod["volumes"] if "projected" in v] == ["sa-token"]
+    main, side = pod["containers"]
+    assert main["name"] == "driver" and side["name"] == "side"
+    assert {"name": "sa-token", "mountPath": podtemplate.SA_TOKEN_DIR, "readOnly": True} in main["volumeMounts"]
+    names = {e["name"] for e in main["env"]}
+    assert "TZ" in names and not names & {e["name"] for e in steering} - {"HOME"} and "envFrom" not in main
+    assert [e for e in main["env"] if e["name"] == "HOME"] == [{"name": "HOME", "value": "/tmp"}]  # the operator's
+    assert [m["mountPath"] for m in main["volumeMounts"] if m["name"] == "extra"] == ["/extra"]
+    assert side["volumeMounts"] == [{"name": "extra", "mountPath": "/x"}]
+    assert pod["initContainers"][0]["volumeMounts"] == []
+    sa = next(o for o in desired.desired_objects(body) if o["kind"] == "ServiceAccount")
+    assert sa["automountServiceAccountToken"] is False
+    # The executor's template: the same rules, and no token at all.
+    executor = yaml.safe_load(next(o for o in desired.desired_objects(with_templates(executor={"spec": {
+        "containers": [{"name": "executor", "env": steering, "envFrom": [{"secretRef": {"name": "x"}}]}]}}))
+        if o["kind"] == "ConfigMap")["data"][desired.EXECUTOR_TEMPLATE_KEY])
+    assert "env" not in executor["spec"]["containers"][0] or executor["spec"]["containers"][0]["env"] == []
+    assert executor["spec"]["automountServiceAccountToken"] is False
+
+
+def test_image_volumes_and_every_container_pass_the_allow_list():
+    allow = ["registry.example.com/*"]
+    for template in ({"spec": {"volumes": [{"name": "m", "image": {"reference": "evil.example/miner:latest"}}]}},
+                     {"spec": {"ephemeralContainers": [{"name": "e", "image": "evil.example/miner:latest"}]}},
+                     {"spec": {"initContainers": [{"name": "i", "image": "evil.example/miner:latest"}]}},
+                     {"spec": {"containers": [{"name": "s", "image": "evil.example/miner:latest"}]}}):
+        for side in ("driver", "executor"):
+            body = with_templates(**{side: template})
+            body["spec"]["spark"]["image"] = "registry.example.com/runtime:1"
+            verdict = images.decide(s.ModelServingSpec.model_validate(body["spec"]), None, allow)
+            assert verdict.reason == "ImageNotAllowed" and "evil.example/miner:latest" in verdict.message, (side, template)
 
 
 def test_the_runtime_image_defaults_to_the_operators_and_the_allow_list_refuses_others():
