@@ -38,7 +38,6 @@ CONTROL_TOKEN_KEY = "token"
 # The operator's pods (the chart's selector labels) and Prometheus's (the Prometheus Operator's
 # label): who the NetworkPolicy admits to the control and metrics ports.
 OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "scorestream", "app.kubernetes.io/component": "operator"}
-MONITORING_POD_LABELS = {"app.kubernetes.io/name": "prometheus"}
 DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
 # The uid of the Spark images' `spark` user, which the runtime image keeps.
@@ -225,11 +224,15 @@ class Settings:
 
     api_server_cidrs: tuple[str, ...] = ()  # admitted to the read-only port (kubectl scorestream)
     artifact_allowed_networks: tuple[str, ...] = ()  # non-public networks the job's fetches may reach
+    monitoring: tuple[tuple[dict[str, str], dict[str, str]], ...] = ()  # (namespace, pod) labels: the read-only port
+    operator_namespace: str | None = None  # where the operator's pods are (the control port)
 
     @classmethod
     def of(cls, config: Any) -> "Settings":
         return cls(api_server_cidrs=tuple(config.api_server_cidrs),
-                   artifact_allowed_networks=tuple(config.artifact_allowed_networks))
+                   artifact_allowed_networks=tuple(config.artifact_allowed_networks),
+                   monitoring=tuple((p.namespace_labels, p.pod_labels) for p in config.monitoring_peers),
+                   operator_namespace=config.operator_namespace)
 
 
 @dataclass(frozen=True)
@@ -311,31 +314,38 @@ def _objects(meta: dict[str, Any], spec: s.ModelServingSpec, run: bool,
                  "protocol": "TCP"},
             ],
         }),
-        obj("networking.k8s.io/v1", "NetworkPolicy", names.driver, spec=network_policy(name, settings.api_server_cidrs)),
+        obj("networking.k8s.io/v1", "NetworkPolicy", names.driver, spec=network_policy(name, settings.api_server_cidrs, settings.monitoring,
+                                                                                  settings.operator_namespace)),
         obj("apps/v1", "StatefulSet", names.driver,
             spec=_statefulset_spec(name, spec, names, config, run)),
     ]
 
 
-def network_policy(name: str, api_server_cidrs: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
+def network_policy(name: str, api_server_cidrs: tuple[str, ...] | list[str] = (),
+                   monitoring: tuple[tuple[dict[str, str], dict[str, str]], ...] = (),
+                   operator_namespace: str | None = None) -> dict[str, Any]:
     """Ingress to the job's pods (driver and executors): each other on any port (Spark's RPC and
-    block transfers, authenticated by spark.authenticate), the operator on the control port,
-    monitoring on the read-only port, and the API server's addresses (`api_server_cidrs`) on the
-    read-only port, for its service proxy (kubectl scorestream): a NetworkPolicy cannot select the
-    API server, which is no pod, other than by address. Nothing else. Egress is not limited:
-    Kafka, the API server and model locations are the cluster's to know. Probes come from the
-    node, which a policy does not govern."""
-    proxy = [{"from": [{"ipBlock": {"cidr": c}} for c in api_server_cidrs],
-              "ports": [{"protocol": "TCP", "port": METRICS_PORT}]}] if api_server_cidrs else []
+    block transfers, authenticated by spark.authenticate), the operator's pods in its namespace on
+    the control port, the monitoring peers (namespace and pod labels, both: a tenant cannot label a
+    pod into another's namespace, and may not set these labels on the pods the operator makes) on
+    the read-only port, and the API server's addresses (`api_server_cidrs`) on the read-only port,
+    for its service proxy (kubectl scorestream): a NetworkPolicy cannot select the API server,
+    which is no pod, other than by address. Nothing else. Egress is not limited: Kafka, the API
+    server and model locations are the cluster's to know. Probes come from the node, which a
+    policy does not govern."""
+    read_only = [{"protocol": "TCP", "port": METRICS_PORT}]
+    operator_ns = {"matchLabels": {"kubernetes.io/metadata.name": operator_namespace}} if operator_namespace else {}
+    peers = [{"from": [{"namespaceSelector": {"matchLabels": dict(ns)}, "podSelector": {"matchLabels": dict(pod)}}
+                       for ns, pod in monitoring], "ports": read_only}] if monitoring else []
+    proxy = [{"from": [{"ipBlock": {"cidr": c}} for c in api_server_cidrs], "ports": read_only}] if api_server_cidrs else []
     return {
         "podSelector": {"matchLabels": {"scorestream.dev/modelserving": name}},
         "policyTypes": ["Ingress"],
         "ingress": [
             {"from": [{"podSelector": {"matchLabels": {"scorestream.dev/modelserving": name}}}]},
-            {"from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": OPERATOR_POD_LABELS}}],
+            {"from": [{"namespaceSelector": operator_ns, "podSelector": {"matchLabels": OPERATOR_POD_LABELS}}],
              "ports": [{"protocol": "TCP", "port": HTTP_PORT}]},
-            {"from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": MONITORING_POD_LABELS}}],
-             "ports": [{"protocol": "TCP", "port": METRICS_PORT}]},
+            *peers,
             *proxy,
         ],
     }

@@ -29,6 +29,8 @@ POD_OWNED = ("serviceAccountName", "serviceAccount", "automountServiceAccountTok
 # `sa-token` is the ServiceAccount's token, projected into the main container only.
 DRIVER_VOLUMES = ("config", "tmp", "checkpoint", "kafka-client", "control", "sa-token")
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+# Label keys a template may not set on any pod: what NetworkPolicies and monitoring select by.
+OPERATOR_LABEL_PREFIXES = ("app.kubernetes.io/", "scorestream.dev/")
 # Where the main container's ServiceAccount token is (Kubernetes' own path, where Spark's client looks).
 SA_TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # Environment a template may not give the main container: what steers the JVM (options, agents,
@@ -59,22 +61,25 @@ def _gives_token(volume: Any) -> bool:
     return any(isinstance(src, dict) and "serviceAccountToken" in src for src in sources)
 
 
+def _kept(c: dict[str, Any], list_name: str, drop) -> dict[str, Any]:
+    """`c` without the items of its list `list_name` that `drop` says; an emptied list goes too (the
+    API server would drop it, and the drift check would then find the pod changed)."""
+    if not c.get(list_name):
+        return c
+    kept = [i for i in c[list_name] if not (isinstance(i, dict) and drop(i))]
+    return {**{k: v for k, v in c.items() if k != list_name}, **({list_name: kept} if kept else {})}
+
+
 def _main_container(c: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in c.items() if k not in MAIN_CONTAINER_OWNED and k != "envFrom"}
-    if out.get("env"):
-        out["env"] = [e for e in out["env"] if not (isinstance(e, dict) and _steering(str(e.get("name", ""))))]
-    if out.get("volumeMounts"):
-        out["volumeMounts"] = [m for m in out["volumeMounts"]
-                               if not (isinstance(m, dict) and _protected(m.get("mountPath", "/")))]
-    return out
+    out = _kept(out, "env", lambda e: _steering(str(e.get("name", ""))))
+    return _kept(out, "volumeMounts", lambda m: _protected(m.get("mountPath", "/")))
 
 
 def _other_container(c: Any, withheld: set[str]) -> Any:
     """A sidecar, init or ephemeral container: none of the operator's volumes (the job's Secrets,
     configuration, token) nor a token volume of the template's own."""
-    if not isinstance(c, dict) or not c.get("volumeMounts"):
-        return c
-    return {**c, "volumeMounts": [m for m in c["volumeMounts"] if not (isinstance(m, dict) and m.get("name") in withheld)]}
+    return _kept(c, "volumeMounts", lambda m: m.get("name") in withheld) if isinstance(c, dict) else c
 
 
 def _key(list_name: str | None) -> str:
@@ -124,7 +129,10 @@ def merged_pod(template: s.PodTemplate | None, owned: dict[str, Any], main: str,
     """The operator's pod template (`owned`: {metadata, spec}) with `template` merged under it."""
     if template is None:
         return owned
-    under = {"metadata": template.metadata.model_dump(exclude_defaults=True),
+    meta = template.metadata.model_dump(exclude_defaults=True)
+    if meta.get("labels"):
+        meta["labels"] = {k: v for k, v in meta["labels"].items() if not k.startswith(OPERATOR_LABEL_PREFIXES)}
+    under = {"metadata": meta,
              "spec": _cleared(template.spec, main, volumes)}
     return merge(under, owned)
 

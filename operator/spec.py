@@ -121,11 +121,13 @@ OPERATOR_SPARK_CONF = KeyRule(
         "spark.kubernetes.driver.podTemplateFile", "spark.kubernetes.executor.podTemplateFile",
         "spark.kubernetes.driver.podTemplateContainerName", "spark.kubernetes.executor.podTemplateContainerName",
         "spark.kubernetes.executor.request.cores", "spark.kubernetes.executor.limit.cores",
-        "spark.kubernetes.executor.label.scorestream.dev/modelserving",
-        "spark.kubernetes.executor.label.app.kubernetes.io/component",
         "spark.kubernetes.driver.ownPersistentVolumeClaim", "spark.kubernetes.driver.reusePersistentVolumeClaim",
     ),
-    prefixes=("spark.jars", "spark.authenticate", "spark.dynamicAllocation.", "spark.kubernetes.authenticate."),
+    prefixes=("spark.jars", "spark.authenticate", "spark.dynamicAllocation.", "spark.kubernetes.authenticate.",
+              # The labels NetworkPolicies and monitoring select by: a pod labelled as Prometheus or
+              # as the operator would be admitted where they are (#30).
+              "spark.kubernetes.executor.label.app.kubernetes.io/", "spark.kubernetes.driver.label.app.kubernetes.io/",
+              "spark.kubernetes.executor.label.scorestream.dev/", "spark.kubernetes.driver.label.scorestream.dev/"),
 )
 
 # kafka.properties land in the job's ConfigMap and in status.lastStableSpec: no secrets there.
@@ -326,8 +328,8 @@ class SparkSpec(SparkTrigger):
 
 class PodTemplateMetadata(Strict):
     labels: dict[str, str] = Field(default_factory=dict, max_length=64)
-    """Labels added to the pods; the operator's own labels (app.kubernetes.io/*,
-    scorestream.dev/modelserving) win over the template's."""
+    """Labels added to the pods; app.kubernetes.io/* and scorestream.dev/* are the operator's
+    (what NetworkPolicies and monitoring select by): a template's are dropped."""
     annotations: dict[str, str] = Field(default_factory=dict, max_length=64)
     """Annotations added to the pods; the operator's own (scorestream.dev/config-hash) win."""
 

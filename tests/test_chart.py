@@ -118,6 +118,30 @@ def test_runtime_image_allow_list_and_api_server_cidrs_reach_the_operators_confi
     assert (default.runtime_image, default.allowed_images, default.api_server_cidrs) == (None, [], [])
 
 
+def test_monitoring_peers_and_the_operators_namespace_reach_the_network_policy(helm):
+    """#30 MED 7: scrapers by namespace and pod labels (configurable: Prometheus by default, Alloy
+    here), the operator by its release namespace."""
+    from scorestream.operator import desired as d
+
+    from test_desired import EXAMPLE
+
+    alloy = "jobNetworkPolicy.monitoring[0]"
+    objs = render(helm, "--set", f"{alloy}.namespaceLabels.kubernetes\\.io/metadata\\.name=grafana",
+                  "--set", f"{alloy}.podLabels.app\\.kubernetes\\.io/name=alloy")
+    config = OperatorConfig.model_validate(yaml.safe_load(by_kind(objs, "ConfigMap")[0]["data"]["operator.yaml"]))
+    assert config.operator_namespace == "operators"
+    assert [(p.namespace_labels, p.pod_labels) for p in config.monitoring_peers] == [
+        ({"kubernetes.io/metadata.name": "grafana"}, {"app.kubernetes.io/name": "alloy"})]
+    default = OperatorConfig.model_validate(yaml.safe_load(by_kind(render(helm), "ConfigMap")[0]["data"]["operator.yaml"]))
+    assert [(p.namespace_labels, p.pod_labels) for p in default.monitoring_peers] == [
+        ({"kubernetes.io/metadata.name": "monitoring"}, {"app.kubernetes.io/name": "prometheus"})]
+    policy = next(o for o in d.desired_objects(EXAMPLE, settings=d.Settings.of(config)) if o["kind"] == "NetworkPolicy")
+    assert policy["spec"]["ingress"][1]["from"][0]["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": "operators"}}
+    assert policy["spec"]["ingress"][2]["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "grafana"}},
+                                                     "podSelector": {"matchLabels": {"app.kubernetes.io/name": "alloy"}}}]
+
+
 def test_artifact_allowed_networks_reach_every_jobs_configuration(helm):
     """Chart value -> operator setting -> each job's ArtifactPolicy (#30): none by default."""
     from scorestream.config import JobConfig

@@ -142,9 +142,16 @@ def test_render_is_pure():
     assert objects() == objects()
 
 
+PROMETHEUS = ({"kubernetes.io/metadata.name": "monitoring"}, {"app.kubernetes.io/name": "prometheus"})
+ALLOY = ({"kubernetes.io/metadata.name": "grafana"}, {"app.kubernetes.io/name": "alloy"})
+
+
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_the_network_policy_admits_only_the_jobs_pods_the_operator_and_monitoring(version):
-    objs = by_kind(objects())
+    """#30 MED 7: the operator by its namespace and labels, monitoring by the peers the admin
+    configured (namespace and pod labels both), no one else."""
+    settings = desired.Settings(monitoring=(PROMETHEUS, ALLOY), operator_namespace="scorestream-system")
+    objs = by_kind(desired.desired_objects(copy.deepcopy(EXAMPLE), settings=settings))
     policy = objs["NetworkPolicy"]
     kubernetes_validate.validate(policy, version, strict=True)
     own = {"scorestream.dev/modelserving": "wine"}
@@ -156,10 +163,13 @@ def test_the_network_policy_admits_only_the_jobs_pods_the_operator_and_monitorin
     assert conf["spark.kubernetes.executor.label.scorestream.dev/modelserving"] == "wine"
     rules = {tuple(p["port"] for p in r.get("ports", [])): r["from"] for r in spec["ingress"]}
     assert rules[()] == [{"podSelector": {"matchLabels": own}}], "every port only for the job's own pods"
-    assert rules[(desired.HTTP_PORT,)] == [{"namespaceSelector": {},
+    assert rules[(desired.HTTP_PORT,)] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name":
+                                                                                  "scorestream-system"}},
                                             "podSelector": {"matchLabels": desired.OPERATOR_POD_LABELS}}]
-    assert rules[(desired.METRICS_PORT,)] == [{"namespaceSelector": {},
-                                               "podSelector": {"matchLabels": desired.MONITORING_POD_LABELS}}]
+    assert rules[(desired.METRICS_PORT,)] == [{"namespaceSelector": {"matchLabels": ns}, "podSelector": {"matchLabels": pod}}
+                                              for ns, pod in (PROMETHEUS, ALLOY)]
+    # No peer configured, no monitoring admitted (before: a pod labelled as Prometheus anywhere).
+    assert len(desired.network_policy("wine")["ingress"]) == 2
     helpers = (Path(__file__).resolve().parent.parent / "charts" / "scorestream" / "templates" / "_helpers.tpl").read_text()
     assert "app.kubernetes.io/component: operator" in helpers, "the chart's operator pods carry the labels admitted"
 
@@ -327,14 +337,13 @@ def test_the_executor_template_is_a_file_in_the_configmap_that_spark_is_pointed_
 
 
 def test_the_network_policy_admits_the_api_servers_cidrs_to_the_read_only_port_only():
-    assert len(desired.network_policy("wine")["ingress"]) == 3
-    policy = desired.network_policy("wine", ("10.0.0.0/24", "fd00::/64"))
+    policy = desired.network_policy("wine", ("10.0.0.0/24", "fd00::/64"), (PROMETHEUS,))
     assert policy["ingress"][3] == {"from": [{"ipBlock": {"cidr": "10.0.0.0/24"}}, {"ipBlock": {"cidr": "fd00::/64"}}],
                                     "ports": [{"protocol": "TCP", "port": desired.METRICS_PORT}]}
     rendered = next(o for o in desired.desired_objects(copy.deepcopy(EXAMPLE), settings=desired.Settings(("10.0.0.0/24",)))
                     if o["kind"] == "NetworkPolicy")
     kubernetes_validate.validate(rendered, K8S_VERSIONS[-1], strict=True)
-    assert rendered["spec"]["ingress"][3]["from"] == [{"ipBlock": {"cidr": "10.0.0.0/24"}}]
+    assert rendered["spec"]["ingress"][2]["from"] == [{"ipBlock": {"cidr": "10.0.0.0/24"}}]
 
 
 def spec_of(**spark):
@@ -378,15 +387,34 @@ def test_a_template_gets_no_token_no_job_secret_and_cannot_steer_the_job():
     assert [e for e in main["env"] if e["name"] == "HOME"] == [{"name": "HOME", "value": "/tmp"}]  # the operator's
     assert [m["mountPath"] for m in main["volumeMounts"] if m["name"] == "extra"] == ["/extra"]
     assert side["volumeMounts"] == [{"name": "extra", "mountPath": "/x"}]
-    assert pod["initContainers"][0]["volumeMounts"] == []
+    assert "volumeMounts" not in pod["initContainers"][0]
     sa = next(o for o in desired.desired_objects(body) if o["kind"] == "ServiceAccount")
     assert sa["automountServiceAccountToken"] is False
     # The executor's template: the same rules, and no token at all.
     executor = yaml.safe_load(next(o for o in desired.desired_objects(with_templates(executor={"spec": {
         "containers": [{"name": "executor", "env": steering, "envFrom": [{"secretRef": {"name": "x"}}]}]}}))
         if o["kind"] == "ConfigMap")["data"][desired.EXECUTOR_TEMPLATE_KEY])
-    assert "env" not in executor["spec"]["containers"][0] or executor["spec"]["containers"][0]["env"] == []
+    assert "env" not in executor["spec"]["containers"][0] and "envFrom" not in executor["spec"]["containers"][0]
     assert executor["spec"]["automountServiceAccountToken"] is False
+
+
+def test_no_path_sets_the_labels_policies_and_monitoring_select_by():
+    """#30 MED 7: neither spec.spark.conf nor a pod template's labels put app.kubernetes.io/* or
+    scorestream.dev/* on a pod the operator makes (a tenant's executors labelled as Prometheus)."""
+    for key in ("spark.kubernetes.executor.label.app.kubernetes.io/name",
+                "spark.kubernetes.driver.label.app.kubernetes.io/component",
+                "spark.kubernetes.executor.label.scorestream.dev/modelserving"):
+        body = copy.deepcopy(EXAMPLE)
+        body["spec"]["spark"]["conf"] = {key: "prometheus"}
+        with pytest.raises(ValueError, match="is the operator's to set"):
+            s.ModelServingSpec.model_validate(body["spec"])
+    template = {"metadata": {"labels": {"app.kubernetes.io/name": "prometheus", "scorestream.dev/x": "y", "team": "a"}}}
+    body = with_templates(driver=template, executor=template)
+    driver = statefulset(body)["spec"]["template"]["metadata"]["labels"]
+    executor = yaml.safe_load(next(o for o in desired.desired_objects(body) if o["kind"] == "ConfigMap")["data"][
+        desired.EXECUTOR_TEMPLATE_KEY])["metadata"]["labels"]
+    for labels in (driver, executor):
+        assert labels["team"] == "a" and labels.get("app.kubernetes.io/name") != "prometheus" and "scorestream.dev/x" not in labels
 
 
 def test_image_volumes_and_every_container_pass_the_allow_list():
