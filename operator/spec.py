@@ -136,7 +136,7 @@ KAFKA_SECRET_PROPERTIES = KeyRule(
             " kafka.secretRef (properties are copied into the job's ConfigMap and the status)",
     exact=("sasl.jaas.config", "sasl.oauthbearer.config", "ssl.key.pem", "ssl.keystore.key",
            "sasl.oauthbearer.assertion.private.key.pem"),
-    suffixes=(".password", ".secret"),
+    suffixes=(".password", ".secret", ".passphrase"),
 )
 
 # kafka.properties (and the Secret's settings) also configure the operator's own Kafka clients, in
@@ -147,6 +147,8 @@ KAFKA_CODE_PROPERTIES = KeyRule(
     exact=("plugin.library.paths", "ssl.engine.location", "sasl.kerberos.kinit.cmd", "metric.reporters",
            "interceptor.classes", "config.providers", "security.providers"),
     suffixes=(".class", ".classes", ".url", ".cmd", ".providers"),
+    # Kerberos makes librdkafka run kinit (a command line) and read keytabs from the operator's disk.
+    prefixes=("sasl.kerberos.",),
 )
 
 
