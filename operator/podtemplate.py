@@ -23,8 +23,11 @@ MAIN_CONTAINER_OWNED = ("image", "imagePullPolicy", "command", "args", "ports", 
                         "startupProbe", "livenessProbe", "readinessProbe", "securityContext")
 # Pod fields the operator decides whatever the template says: who the pod runs as (the driver's
 # ServiceAccount is what its Role is bound to; `serviceAccount` is the field's deprecated alias).
+# And what would let another container reach the main one's files, token included (a shared
+# process namespace exposes /proc/<pid>/root), or the node's.
 POD_OWNED = ("serviceAccountName", "serviceAccount", "automountServiceAccountToken",
-             "terminationGracePeriodSeconds")
+             "terminationGracePeriodSeconds", "shareProcessNamespace", "hostPID", "hostIPC", "hostNetwork",
+             "hostUsers")
 # The driver's volumes by name; `checkpoint` is the StatefulSet's volume claim template.
 # `sa-token` is the ServiceAccount's token, projected into the main container only.
 DRIVER_VOLUMES = ("config", "tmp", "checkpoint", "kafka-client", "control", "sa-token")

@@ -298,12 +298,20 @@ def _read_http(shown: str, location: str, policy: ArtifactPolicy, abort: _Abort)
         raise ArtifactError(f"{shown}: {getattr(e, 'strerror', None) or type(e).__name__}") from None
 
 
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+
+
 def _public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, allowed: list[str]) -> bool:
-    """Whether a fetch may connect to `ip`: a global address, or one in the admin's allowed networks."""
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped  # ::ffff:169.254.169.254 is 169.254.169.254
+    """Whether a fetch may connect to `ip`: a global address, or one in the admin's allowed networks.
+    An IPv6 address that carries an IPv4 one (mapped, NAT64, 6to4) is judged by that one too:
+    64:ff9b::a9fe:a9fe is 169.254.169.254 wherever a NAT64 gateway is."""
     if any(ip in ipaddress.ip_network(n, strict=False) for n in allowed):
         return True
+    if isinstance(ip, ipaddress.IPv6Address):
+        inner = ip.ipv4_mapped or ip.sixtofour or (
+            ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) if any(ip in n for n in _NAT64) else None)
+        if inner is not None:
+            return _public(inner, allowed)
     return ip.is_global and not ip.is_multicast
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
+import ipaddress
 import json
 import os
 import tarfile
@@ -312,6 +313,11 @@ def test_non_public_destinations_are_refused_unless_the_admin_allows_them(tmp_pa
                      "http://100.64.0.1/m.pmml", "http://[::1]/m.pmml"):
         assert refusal in rejected(location, default), location
     assert not http.requests
+    # Addresses that carry another (NAT64, 6to4): judged by the one they carry. Checked without a
+    # connection: only the decision, as the fetch makes it.
+    for carried in ("64:ff9b::a9fe:a9fe", "64:ff9b:1::7f00:1", "2002:a9fe:a9fe::1", "::ffff:10.0.0.1"):
+        assert not artifacts._public(ipaddress.ip_address(carried), []), carried
+    assert artifacts._public(ipaddress.ip_address("64:ff9b::808:808"), [])  # 8.8.8.8 through NAT64
     only_one = policy(tmp_path, allowedNetworks=["127.0.0.1/32"])
     assert artifacts.fetch(f"{http.url}/tree.pmml", only_one) == b"<PMML/>"
     assert refusal in rejected(f"{http.url}/elsewhere", only_one)  # checked again after the redirect

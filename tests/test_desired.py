@@ -364,6 +364,7 @@ def test_a_template_gets_no_token_no_job_secret_and_cannot_steer_the_job():
                  "PYSPARK_PYTHON", "LD_PRELOAD", "KUBERNETES_SERVICE_HOST", "CLASSPATH", "SCORESTREAM_JVM_DIR", "HOME")]
     own_token = {"name": "mine", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}
     body = with_templates(driver={"spec": {
+        "shareProcessNamespace": True, "hostPID": True, "hostNetwork": True,  # /proc/<pid>/root: the token
         "volumes": [own_token, {"name": "extra", "emptyDir": {}}],
         "containers": [
             {"name": "driver", "env": [*steering, {"name": "TZ", "value": "UTC"}],
@@ -378,6 +379,7 @@ def test_a_template_gets_no_token_no_job_secret_and_cannot_steer_the_job():
                             "volumeMounts": [{"name": "control", "mountPath": "/c"}]}]}})
     pod = statefulset(body)["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False
+    assert not {"shareProcessNamespace", "hostPID", "hostNetwork"} & pod.keys()
     assert [v["name"] for v in pod["volumes"] if "projected" in v] == ["sa-token"]
     main, side = pod["containers"]
     assert main["name"] == "driver" and side["name"] == "side"

@@ -134,38 +134,26 @@ def test_a_rejection_never_quotes_what_the_driver_fetched(tmp_path, verified_lin
     there, must not read the secret back through the rejection (status, Events, /models, log).
     The reason names the record, the field and the kind of mismatch, numeric differences only.
     A real HTTP server on loopback, allowed explicitly as a cluster admin would; the real Verifier."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
     from scorestream import artifacts
     from scorestream.config import ArtifactPolicy
+
+    from test_artifact_safety import LOOPBACK_ALLOWED, Server
 
     canary, pin = "CANARY-INTERNAL-7f3a9", 424242.125
     records = wine_sample(feed.wine_rows()[:3])
     for r in records:
         r.update(apiKey=canary, pin=pin)
     records[2]["alcohol"] = canary  # a value the scorer cannot read: its error would quote it
-    body = "".join(json.dumps(r) + "\n" for r in records).encode()
-
-    class Internal(BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Internal)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    internal = Server()  # the endpoint only the driver reaches, allowed as an admin would
+    internal.routes["/secrets.jsonl"] = (200, "".join(json.dumps(r) + "\n" for r in records).encode(), {})
     model = tmp_path / "linear.pmml"
     model.write_bytes(verified_linear)
-    policy = ArtifactPolicy.model_validate({"allowedNetworks": ["127.0.0.0/8"]})
+    policy = ArtifactPolicy.model_validate(LOOPBACK_ALLOWED)
     run = verification.process_runner()
     try:
         for field, says in (("apiKey", "record 1: apiKey is not the expected label"),
                             ("pin", "record 1: pin off by ")):
-            sample = Sample(location=f"http://127.0.0.1:{httpd.server_port}/secrets.jsonl", expectedField=field,
+            sample = Sample(location=f"{internal.url}/secrets.jsonl", expectedField=field,
                             minShare=0.5)
             report = verification.admit_pmml(model, run, label="linear:1", data_type="wine", sample=sample,
                                              fetch=lambda loc: artifacts.fetch(loc, policy), timeout=300)
@@ -176,8 +164,7 @@ def test_a_rejection_never_quotes_what_the_driver_fetched(tmp_path, verified_lin
             for secret in (canary, "CANARY", "424242", "7f3a9"):
                 assert secret not in shown, (secret, shown)
     finally:
-        httpd.shutdown()
-        httpd.server_close()
+        internal.close()
 
 
 def test_verification_time_is_bounded(tmp_path, capsys, verified_linear):
