@@ -116,7 +116,7 @@ def job_report_from(ready: job_http.Readiness, stats: job_http.Stats, models: jo
                               "meanAbsDiff": shadow.meanAbsDiff if shadow else None}
     return JobReport(reachable=True, ready=ready.ready, ready_reason=ready.reason,
                      serving=serving, candidates=candidates, lag=totals.lag,
-                     executors=totals.executors, rejected=[r.model_dump() for r in models.rejected],
+                     executors=totals.executors, rejected=_rejections(models.rejected),
                      executor_target=totals.executorTarget, live_scaling=totals.liveScaling,
                      input_rate=totals.inputRate, per_executor_rate=totals.processingRatePerExecutor)
 
@@ -128,6 +128,12 @@ async def scale_executors(endpoint: str, total: int, token: str, timeout: float 
         return await _answer(session, "POST", endpoint, "/executors", job_http.ScaleAnswer, (202, 409),
                              json=job_http.ScaleRequest(total=total).model_dump(mode="json"),
                              headers={"Authorization": f"Bearer {token}"})
+
+
+def _rejections(rejected: list[job_http.Rejection]) -> list[dict[str, Any]]:
+    """The job's latest rejections, as many and as long as a status message takes: what the job
+    says goes into the resource's conditions and history, and a job's answer is a tenant's."""
+    return [{**r.model_dump(), "model": r.model[:300], "reason": r.reason[:1000]} for r in rejected[-50:]]
 
 
 def _figures(info: job_http.ModelFigures) -> dict[str, Any]:
