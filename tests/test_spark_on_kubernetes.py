@@ -50,6 +50,21 @@ EXECUTOR_TEMPLATE = {
 }
 
 
+async def operated_driver(api, job, broker, topics) -> tuple[dict, dict, JobConfig]:
+    """The operator applies a resource with the executor template (two executors): the driver pod,
+    the job's ConfigMap data and its configuration."""
+    create_topics(broker.bootstrap, {topics["dataTopic"]: 2})
+    op = Operator(api, operator_config(api, observeInterval=0.5, endpointTemplate=job.url))
+    await op.start()
+    try:
+        await apply(api, resource(topics, broker, replicas=2, executor={"podTemplate": EXECUTOR_TEMPLATE}))
+        pod = await driver_pod(api)
+        data = obj(api, "v1/configmaps", "wine-job")["data"]
+        return pod, data, JobConfig.model_validate_json(data["job.json"])
+    finally:
+        await op.stop()
+
+
 async def start_driver(api, tmp_path, config: JobConfig, data: dict) -> subprocess.Popen:
     """The job's SparkSession from the configuration the operator rendered (`config`, and the
     executor template of its ConfigMap `data`), as the driver pod would start it, but here: client
@@ -96,16 +111,7 @@ def _rules_allow(rules: list[dict], verb: str, resource: str) -> bool:
 @pytest.mark.timeout(300)
 async def test_the_driver_asks_the_api_server_for_its_executors_with_its_own_service_account(
         api, job, broker, topics, tmp_path):
-    create_topics(broker.bootstrap, {topics["dataTopic"]: 2})
-    op = Operator(api, operator_config(api, observeInterval=0.5, endpointTemplate=job.url))
-    await op.start()
-    try:
-        await apply(api, resource(topics, broker, replicas=2, executor={"podTemplate": EXECUTOR_TEMPLATE}))
-        pod = await driver_pod(api)
-        data = obj(api, "v1/configmaps", "wine-job")["data"]
-        config = JobConfig.model_validate_json(data["job.json"])
-    finally:
-        await op.stop()
+    pod, data, config = await operated_driver(api, job, broker, topics)
 
     names = desired.Names("wine", api.ns)
     # The executor template as the driver pod has it (the ConfigMap mounted at CONFIG_DIR), here.
@@ -171,16 +177,7 @@ async def test_driver_and_executor_pods_are_admitted_where_pod_security_restrict
     api.request("PATCH", f"/api/v1/namespaces/{api.ns}", {"metadata": {"labels": {
         "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}},
         content_type="application/merge-patch+json")
-    create_topics(broker.bootstrap, {topics["dataTopic"]: 2})
-    op = Operator(api, operator_config(api, observeInterval=0.5, endpointTemplate=job.url))
-    await op.start()
-    try:
-        await apply(api, resource(topics, broker, replicas=2, executor={"podTemplate": EXECUTOR_TEMPLATE}))
-        pod = await driver_pod(api)
-        data = obj(api, "v1/configmaps", "wine-job")["data"]
-        config = JobConfig.model_validate_json(data["job.json"])
-    finally:
-        await op.stop()
+    pod, data, config = await operated_driver(api, job, broker, topics)
     spec = pod["spec"]
     # The ServiceAccount's token is in the driver's main container only, projected.
     assert spec["automountServiceAccountToken"] is False
