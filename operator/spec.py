@@ -127,7 +127,11 @@ OPERATOR_SPARK_CONF = KeyRule(
               # The labels NetworkPolicies and monitoring select by: a pod labelled as Prometheus or
               # as the operator would be admitted where they are (#30).
               "spark.kubernetes.executor.label.app.kubernetes.io/", "spark.kubernetes.driver.label.app.kubernetes.io/",
-              "spark.kubernetes.executor.label.scorestream.dev/", "spark.kubernetes.driver.label.scorestream.dev/"),
+              "spark.kubernetes.executor.label.scorestream.dev/", "spark.kubernetes.driver.label.scorestream.dev/",
+              # Volumes Spark adds to executor pods outside the pod template's rules: a node's
+              # files, or any Secret of the namespace mounted where the template could not.
+              "spark.kubernetes.executor.volumes.", "spark.kubernetes.driver.volumes.",
+              "spark.kubernetes.executor.secrets.", "spark.kubernetes.executor.secretKeyRef."),
 )
 
 # kafka.properties land in the job's ConfigMap and in status.lastStableSpec: no secrets there.

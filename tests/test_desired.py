@@ -403,7 +403,9 @@ def test_a_template_gets_no_token_no_job_secret_and_cannot_steer_the_job():
 def test_no_path_sets_the_labels_policies_and_monitoring_select_by():
     """#30 MED 7: neither spec.spark.conf nor a pod template's labels put app.kubernetes.io/* or
     scorestream.dev/* on a pod the operator makes (a tenant's executors labelled as Prometheus)."""
-    for key in ("spark.kubernetes.executor.label.app.kubernetes.io/name",
+    for key in ("spark.kubernetes.executor.volumes.hostPath.root.mount.path",
+                "spark.kubernetes.executor.secrets.wine-control",
+                "spark.kubernetes.executor.label.app.kubernetes.io/name",
                 "spark.kubernetes.driver.label.app.kubernetes.io/component",
                 "spark.kubernetes.executor.label.scorestream.dev/modelserving"):
         body = copy.deepcopy(EXAMPLE)
