@@ -38,11 +38,14 @@ CONTROL_TOKEN_KEY = "token"
 # The operator's pods (the chart's selector labels) and Prometheus's (the Prometheus Operator's
 # label): who the NetworkPolicy admits to the control and metrics ports.
 OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "scorestream", "app.kubernetes.io/component": "operator"}
-MONITORING_POD_LABELS = {"app.kubernetes.io/name": "prometheus"}
 DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
 # The uid of the Spark images' `spark` user, which the runtime image keeps.
 RUN_AS_USER = 185
+# The driver's and every executor's hardening: what Pod Security `restricted` asks, and a read-only root.
+POD_SECURITY = {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER, "fsGroup": RUN_AS_USER,
+                "seccompProfile": {"type": "RuntimeDefault"}}
+CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
 IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"
 CONFIG_HASH_ANNOTATION = "scorestream.dev/config-hash"
 
@@ -152,9 +155,9 @@ def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig
         "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
         "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
         "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
-        **({"spark.kubernetes.executor.podTemplateFile": EXECUTOR_TEMPLATE_FILE,
-            "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER}
-           if spec.executor.pod_template is not None else {}),
+        # Always: the template carries the driver's hardening onto every executor pod.
+        "spark.kubernetes.executor.podTemplateFile": EXECUTOR_TEMPLATE_FILE,
+        "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
         **spec.spark.conf,
         # Driver and executors authenticate each other's RPC: on Kubernetes, Spark generates a secret
         # per application and hands it to the executor pods it creates (an environment variable).
@@ -220,10 +223,16 @@ class Settings:
     """What the objects depend on from the operator's configuration (OperatorConfig)."""
 
     api_server_cidrs: tuple[str, ...] = ()  # admitted to the read-only port (kubectl scorestream)
+    artifact_allowed_networks: tuple[str, ...] = ()  # non-public networks the job's fetches may reach
+    monitoring: tuple[tuple[dict[str, str], dict[str, str]], ...] = ()  # (namespace, pod) labels: the read-only port
+    operator_namespace: str | None = None  # where the operator's pods are (the control port)
 
     @classmethod
     def of(cls, config: Any) -> "Settings":
-        return cls(api_server_cidrs=tuple(config.api_server_cidrs))
+        return cls(api_server_cidrs=tuple(config.api_server_cidrs),
+                   artifact_allowed_networks=tuple(config.artifact_allowed_networks),
+                   monitoring=tuple((p.namespace_labels, p.pod_labels) for p in config.monitoring_peers),
+                   operator_namespace=config.operator_namespace)
 
 
 @dataclass(frozen=True)
@@ -273,10 +282,13 @@ def _objects(meta: dict[str, Any], spec: s.ModelServingSpec, run: bool,
     name, namespace = meta["name"], meta.get("namespace", "default")
     names = Names(name, namespace)
     config = job_config(name, namespace, spec)
-    config_data = {"job.json": config.to_json()}
-    if spec.executor.pod_template is not None:
-        config_data[EXECUTOR_TEMPLATE_KEY] = podtemplate.executor_pod_yaml(spec.executor.pod_template, name,
-                                                                           EXECUTOR_CONTAINER)
+    # The cluster admin's, not the spec's: outside the configuration hash (spec_hash, which the
+    # upgrade check compares, knows only the spec), so it applies at each driver's next start.
+    served = config.model_copy(update={"artifacts": config.artifacts.model_copy(
+        update={"allowed_networks": list(settings.artifact_allowed_networks)})})
+    config_data = {"job.json": served.to_json(),
+                   EXECUTOR_TEMPLATE_KEY: podtemplate.executor_pod_yaml(spec.executor.pod_template, name, EXECUTOR_CONTAINER,
+                                                                        POD_SECURITY, CONTAINER_SECURITY)}
 
     def obj(api_version: str, kind: str, obj_name: str, **rest: Any) -> dict[str, Any]:
         return {
@@ -288,7 +300,8 @@ def _objects(meta: dict[str, Any], spec: s.ModelServingSpec, run: bool,
 
     return [
         obj("v1", "ConfigMap", names.config, data=config_data),
-        obj("v1", "ServiceAccount", names.service_account, automountServiceAccountToken=True),
+        # Its token is projected into the driver's main container only (_driver_pod_spec).
+        obj("v1", "ServiceAccount", names.service_account, automountServiceAccountToken=False),
         obj("rbac.authorization.k8s.io/v1", "Role", names.driver, rules=DRIVER_RULES),
         obj("rbac.authorization.k8s.io/v1", "RoleBinding", names.driver,
             roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": names.driver},
@@ -306,31 +319,38 @@ def _objects(meta: dict[str, Any], spec: s.ModelServingSpec, run: bool,
                  "protocol": "TCP"},
             ],
         }),
-        obj("networking.k8s.io/v1", "NetworkPolicy", names.driver, spec=network_policy(name, settings.api_server_cidrs)),
+        obj("networking.k8s.io/v1", "NetworkPolicy", names.driver, spec=network_policy(name, settings.api_server_cidrs, settings.monitoring,
+                                                                                  settings.operator_namespace)),
         obj("apps/v1", "StatefulSet", names.driver,
             spec=_statefulset_spec(name, spec, names, config, run)),
     ]
 
 
-def network_policy(name: str, api_server_cidrs: tuple[str, ...] | list[str] = ()) -> dict[str, Any]:
+def network_policy(name: str, api_server_cidrs: tuple[str, ...] | list[str] = (),
+                   monitoring: tuple[tuple[dict[str, str], dict[str, str]], ...] = (),
+                   operator_namespace: str | None = None) -> dict[str, Any]:
     """Ingress to the job's pods (driver and executors): each other on any port (Spark's RPC and
-    block transfers, authenticated by spark.authenticate), the operator on the control port,
-    monitoring on the read-only port, and the API server's addresses (`api_server_cidrs`) on the
-    read-only port, for its service proxy (kubectl scorestream): a NetworkPolicy cannot select the
-    API server, which is no pod, other than by address. Nothing else. Egress is not limited:
-    Kafka, the API server and model locations are the cluster's to know. Probes come from the
-    node, which a policy does not govern."""
-    proxy = [{"from": [{"ipBlock": {"cidr": c}} for c in api_server_cidrs],
-              "ports": [{"protocol": "TCP", "port": METRICS_PORT}]}] if api_server_cidrs else []
+    block transfers, authenticated by spark.authenticate), the operator's pods in its namespace on
+    the control port, the monitoring peers (namespace and pod labels, both: a tenant cannot label a
+    pod into another's namespace, and may not set these labels on the pods the operator makes) on
+    the read-only port, and the API server's addresses (`api_server_cidrs`) on the read-only port,
+    for its service proxy (kubectl scorestream): a NetworkPolicy cannot select the API server,
+    which is no pod, other than by address. Nothing else. Egress is not limited: Kafka, the API
+    server and model locations are the cluster's to know. Probes come from the node, which a
+    policy does not govern."""
+    read_only = [{"protocol": "TCP", "port": METRICS_PORT}]
+    operator_ns = {"matchLabels": {"kubernetes.io/metadata.name": operator_namespace}} if operator_namespace else {}
+    peers = [{"from": [{"namespaceSelector": {"matchLabels": dict(ns)}, "podSelector": {"matchLabels": dict(pod)}}
+                       for ns, pod in monitoring], "ports": read_only}] if monitoring else []
+    proxy = [{"from": [{"ipBlock": {"cidr": c}} for c in api_server_cidrs], "ports": read_only}] if api_server_cidrs else []
     return {
         "podSelector": {"matchLabels": {"scorestream.dev/modelserving": name}},
         "policyTypes": ["Ingress"],
         "ingress": [
             {"from": [{"podSelector": {"matchLabels": {"scorestream.dev/modelserving": name}}}]},
-            {"from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": OPERATOR_POD_LABELS}}],
+            {"from": [{"namespaceSelector": operator_ns, "podSelector": {"matchLabels": OPERATOR_POD_LABELS}}],
              "ports": [{"protocol": "TCP", "port": HTTP_PORT}]},
-            {"from": [{"namespaceSelector": {}, "podSelector": {"matchLabels": MONITORING_POD_LABELS}}],
-             "ports": [{"protocol": "TCP", "port": METRICS_PORT}]},
+            *peers,
             *proxy,
         ],
     }
@@ -369,6 +389,13 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: Names, config:
         "secretName": names.control_secret, "items": [{"key": CONTROL_TOKEN_KEY, "path": CONTROL_TOKEN_KEY}],
         "defaultMode": 0o440}})
     mounts.append({"name": "control", "mountPath": CONTROL_SECRET_DIR, "readOnly": True})
+    # The ServiceAccount's token, as Kubernetes would mount it, but into the main container only:
+    # a sidecar of the template holding it could create pods with any image (Spark's Role).
+    volumes.append({"name": "sa-token", "projected": {"defaultMode": 0o440, "sources": [
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}}]}})
+    mounts.append({"name": "sa-token", "mountPath": podtemplate.SA_TOKEN_DIR, "readOnly": True})
     pvc_spec: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": spec.checkpoint.size}},
@@ -394,11 +421,9 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: Names, config:
             },
             "spec": {
                 "serviceAccountName": names.service_account,
+                "automountServiceAccountToken": False,
                 "terminationGracePeriodSeconds": 120,
-                "securityContext": {
-                    "runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RUN_AS_USER,
-                    "fsGroup": RUN_AS_USER, "seccompProfile": {"type": "RuntimeDefault"},
-                },
+                "securityContext": POD_SECURITY,
                 "containers": [{
                     "name": DRIVER_CONTAINER,
                     "image": spec.spark.image,
@@ -424,10 +449,7 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: Names, config:
                     "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"},
                                       "periodSeconds": 10, "failureThreshold": 6},
                     "readinessProbe": {"httpGet": {"path": "/readyz", "port": "metrics"}, "periodSeconds": 5},
-                    "securityContext": {
-                        "allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                        "capabilities": {"drop": ["ALL"]},
-                    },
+                    "securityContext": CONTAINER_SECURITY,
                     "volumeMounts": mounts,
                 }],
                 "volumes": volumes,

@@ -46,16 +46,33 @@ class JobAnswerError(RuntimeError):
     """The job answered outside its contract (scorestream.api.job_http): what and where."""
 
 
+async def _body(r: aiohttp.ClientResponse, method: str, path: str) -> bytes:
+    """The answer's body, read as it streams in and refused once it exceeds job_http.MAX_ANSWER_BYTES:
+    the operator is shared, and whatever answers on a job's port is a tenant's."""
+    limit = job_http.MAX_ANSWER_BYTES
+    if r.headers.get("Content-Encoding", "identity").lower() != "identity":
+        # Not decompressed (auto_decompress is off): a small gzip can unpack to any size.
+        raise JobAnswerError(f"{method} {path} answered with a Content-Encoding; the contract has none")
+    if r.content_length is not None and r.content_length > limit:
+        raise JobAnswerError(f"{method} {path} announced {r.content_length} bytes; at most {limit} are read")
+    body = bytearray()
+    while chunk := await r.content.read(64 * 1024):
+        body += chunk
+        if len(body) > limit:
+            raise JobAnswerError(f"{method} {path} answered more than {limit} bytes")
+    return bytes(body)
+
+
 async def _answer(session: aiohttp.ClientSession, method: str, endpoint: str, path: str, model: type[A],
                   ok: tuple[int, ...], **request: Any) -> A:
     """One answer of the job, parsed through its model; anything else is a JobAnswerError."""
     async with session.request(method, f"{endpoint}{path}", **request) as r:
-        body = await r.read()
+        body = await _body(r, method, path)
         if r.status not in ok:
             try:
-                why = job_http.Failure.model_validate_json(body).error
+                why = job_http.Failure.model_validate_json(body).error[:200]
             except ValidationError:
-                why = body.decode(errors="replace").strip()[:200]
+                why = "an answer outside the contract"
             raise JobAnswerError(f"{method} {path} answered HTTP {r.status}: {why}")
     try:
         return model.model_validate_json(body)
@@ -63,11 +80,17 @@ async def _answer(session: aiohttp.ClientSession, method: str, endpoint: str, pa
         raise JobAnswerError(f"{method} {path} answered outside the contract: {job_http.explain(e)}") from None
 
 
+def _session(timeout: float) -> aiohttp.ClientSession:
+    """A client for one round of a job's answers: no decompression (see _body), identity asked for."""
+    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout), auto_decompress=False,
+                                 headers={"Accept-Encoding": "identity"})
+
+
 async def job_report(endpoint: str, timeout: float = 3.0) -> JobReport:
     """What the job says; unreachable when it does not answer, or answers outside its contract
-    (then `error` says how)."""
+    (then `error` says how). All three answers together take at most `timeout` seconds."""
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
+        async with asyncio.timeout(timeout), _session(timeout) as session:
             ready = await _answer(session, "GET", endpoint, "/readyz", job_http.Readiness, (200, 503))
             stats = await _answer(session, "GET", endpoint, "/stats", job_http.Stats, (200,))
             models = await _answer(session, "GET", endpoint, "/models", job_http.Models, (200,))
@@ -93,7 +116,7 @@ def job_report_from(ready: job_http.Readiness, stats: job_http.Stats, models: jo
                               "meanAbsDiff": shadow.meanAbsDiff if shadow else None}
     return JobReport(reachable=True, ready=ready.ready, ready_reason=ready.reason,
                      serving=serving, candidates=candidates, lag=totals.lag,
-                     executors=totals.executors, rejected=[r.model_dump() for r in models.rejected],
+                     executors=totals.executors, rejected=_rejections(models.rejected),
                      executor_target=totals.executorTarget, live_scaling=totals.liveScaling,
                      input_rate=totals.inputRate, per_executor_rate=totals.processingRatePerExecutor)
 
@@ -101,10 +124,16 @@ def job_report_from(ready: job_http.Readiness, stats: job_http.Stats, models: jo
 async def scale_executors(endpoint: str, total: int, token: str, timeout: float = 30.0) -> job_http.ScaleAnswer:
     """Ask the job for `total` executors (it records the total and applies it in the background);
     409: it cannot change them live. `token`: the resource's control token (operator.control)."""
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session:
+    async with asyncio.timeout(timeout), _session(timeout) as session:
         return await _answer(session, "POST", endpoint, "/executors", job_http.ScaleAnswer, (202, 409),
                              json=job_http.ScaleRequest(total=total).model_dump(mode="json"),
                              headers={"Authorization": f"Bearer {token}"})
+
+
+def _rejections(rejected: list[job_http.Rejection]) -> list[dict[str, Any]]:
+    """The job's latest rejections, as many and as long as a status message takes: what the job
+    says goes into the resource's conditions and history, and a job's answer is a tenant's."""
+    return [{**r.model_dump(), "model": r.model[:300], "reason": r.reason[:1000]} for r in rejected[-50:]]
 
 
 def _figures(info: job_http.ModelFigures) -> dict[str, Any]:

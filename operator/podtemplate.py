@@ -23,11 +23,66 @@ MAIN_CONTAINER_OWNED = ("image", "imagePullPolicy", "command", "args", "ports", 
                         "startupProbe", "livenessProbe", "readinessProbe", "securityContext")
 # Pod fields the operator decides whatever the template says: who the pod runs as (the driver's
 # ServiceAccount is what its Role is bound to; `serviceAccount` is the field's deprecated alias).
+# And what would let another container reach the main one's files, token included (a shared
+# process namespace exposes /proc/<pid>/root), or the node's.
 POD_OWNED = ("serviceAccountName", "serviceAccount", "automountServiceAccountToken",
-             "terminationGracePeriodSeconds")
+             "terminationGracePeriodSeconds", "shareProcessNamespace", "hostPID", "hostIPC", "hostNetwork",
+             "hostUsers")
 # The driver's volumes by name; `checkpoint` is the StatefulSet's volume claim template.
-DRIVER_VOLUMES = ("config", "tmp", "checkpoint", "kafka-client", "control")
+# `sa-token` is the ServiceAccount's token, projected into the main container only.
+DRIVER_VOLUMES = ("config", "tmp", "checkpoint", "kafka-client", "control", "sa-token")
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+# Label keys a template may not set on any pod: what NetworkPolicies and monitoring select by.
+OPERATOR_LABEL_PREFIXES = ("app.kubernetes.io/", "scorestream.dev/")
+# Where the main container's ServiceAccount token is (Kubernetes' own path, where Spark's client looks).
+SA_TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+# Environment a template may not give the main container: what steers the JVM (options, agents,
+# class path), Spark, Python, the dynamic loader, the Kubernetes client (which API server) and the
+# job itself. `envFrom` could carry any of them, so the main container takes none from a template.
+STEERING_ENV_PREFIXES = ("JAVA_", "_JAVA_", "JDK_", "JVM_", "SPARK_", "PYSPARK_", "PYTHON", "LD_", "HADOOP_",
+                         "KUBERNETES_", "SCORESTREAM_", "MALLOC_", "GLIBC_")
+STEERING_ENV = ("CLASSPATH", "HOME", "PATH", "POD_NAME", "POD_IP")
+# Paths a template may not mount into the main container, nor above nor under: the job's own files
+# (configuration, checkpoint, Secrets, token), the code it runs (the image's system and /opt) and
+# the files that steer the loader (/etc/ld.so.preload).
+PROTECTED_PATHS = ("/etc", "/opt", "/usr", "/lib", "/lib64", "/bin", "/sbin", "/var/lib/scorestream",
+                   "/var/run/secrets", "/tmp", "/root", "/home", "/proc", "/sys", "/dev")
+
+
+def _steering(name: str) -> bool:
+    return name in STEERING_ENV or name.startswith(STEERING_ENV_PREFIXES)
+
+
+def _protected(path: str) -> bool:
+    p = "/" + str(path).strip("/")
+    return p == "/" or any(p == q or p.startswith(q + "/") or q.startswith(p + "/") for q in PROTECTED_PATHS)
+
+
+def _gives_token(volume: Any) -> bool:
+    """A template volume that would hand a container a ServiceAccount token of its own."""
+    sources = ((volume.get("projected") or {}).get("sources") or []) if isinstance(volume, dict) else []
+    return any(isinstance(src, dict) and "serviceAccountToken" in src for src in sources)
+
+
+def _kept(c: dict[str, Any], list_name: str, drop) -> dict[str, Any]:
+    """`c` without the items of its list `list_name` that `drop` says; an emptied list goes too (the
+    API server would drop it, and the drift check would then find the pod changed)."""
+    if not c.get(list_name):
+        return c
+    kept = [i for i in c[list_name] if not (isinstance(i, dict) and drop(i))]
+    return {**{k: v for k, v in c.items() if k != list_name}, **({list_name: kept} if kept else {})}
+
+
+def _main_container(c: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in c.items() if k not in MAIN_CONTAINER_OWNED and k != "envFrom"}
+    out = _kept(out, "env", lambda e: _steering(str(e.get("name", ""))))
+    return _kept(out, "volumeMounts", lambda m: _protected(m.get("mountPath", "/")))
+
+
+def _other_container(c: Any, withheld: set[str]) -> Any:
+    """A sidecar, init or ephemeral container: none of the operator's volumes (the job's Secrets,
+    configuration, token) nor a token volume of the template's own."""
+    return _kept(c, "volumeMounts", lambda m: m.get("name") in withheld) if isinstance(c, dict) else c
 
 
 def _key(list_name: str | None) -> str:
@@ -57,11 +112,16 @@ def merge(template: Any, owned: Any, list_name: str | None = None) -> Any:
 def _cleared(pod_spec: dict[str, Any], main: str, volumes: tuple[str, ...] = ()) -> dict[str, Any]:
     """The template's pod spec without what the operator owns outright."""
     out = {k: copy.deepcopy(v) for k, v in pod_spec.items() if k not in POD_OWNED}
-    out["containers"] = [{k: v for k, v in c.items() if k not in MAIN_CONTAINER_OWNED}
-                         if isinstance(c, dict) and c.get("name") == main else c
-                         for c in out.get("containers") or []]
-    if volumes and out.get("volumes"):
-        out["volumes"] = [v for v in out["volumes"] if not (isinstance(v, dict) and v.get("name") in volumes)]
+    tokens = {v.get("name") for v in out.get("volumes") or [] if _gives_token(v)}
+    withheld = set(DRIVER_VOLUMES) | tokens
+    out["containers"] = [_main_container(c) if isinstance(c, dict) and c.get("name") == main
+                         else _other_container(c, withheld) for c in out.get("containers") or []]
+    for list_name in ("initContainers", "ephemeralContainers"):
+        if out.get(list_name):
+            out[list_name] = [_other_container(c, withheld) for c in out[list_name]]
+    if out.get("volumes"):
+        out["volumes"] = [v for v in out["volumes"]
+                          if not (isinstance(v, dict) and (v.get("name") in volumes or _gives_token(v)))]
     if not out["containers"]:
         del out["containers"]
     return out
@@ -72,28 +132,40 @@ def merged_pod(template: s.PodTemplate | None, owned: dict[str, Any], main: str,
     """The operator's pod template (`owned`: {metadata, spec}) with `template` merged under it."""
     if template is None:
         return owned
-    under = {"metadata": template.metadata.model_dump(exclude_defaults=True),
+    meta = template.metadata.model_dump(exclude_defaults=True)
+    if meta.get("labels"):
+        meta["labels"] = {k: v for k, v in meta["labels"].items() if not k.startswith(OPERATOR_LABEL_PREFIXES)}
+    under = {"metadata": meta,
              "spec": _cleared(template.spec, main, volumes)}
     return merge(under, owned)
 
 
-def executor_pod(template: s.PodTemplate, name: str, main: str) -> dict[str, Any]:
+def executor_pod(template: s.PodTemplate | None, name: str, main: str, pod_security: dict[str, Any],
+                 container_security: dict[str, Any]) -> dict[str, Any]:
     """The pod Spark starts each executor from (spark.kubernetes.executor.podTemplateFile): the
     template, its main container named so that Spark picks it (and not a sidecar, which it
-    would take when no container has the name it is given), the operator's labels over the template's.
-    Spark itself then sets the image, command, resources, ports and its own env and labels."""
+    would take when no container has the name it is given), the operator's labels over the template's,
+    and the driver's hardening (`pod_security`, `container_security`: Spark keeps a template's
+    securityContext and adds none, so without these an executor fails Pod Security `restricted`).
+    Spark itself then sets the image, command, resources, ports and its own env and labels.
+    Executors call no API: no ServiceAccount token."""
     owned = {"metadata": {"labels": {"scorestream.dev/modelserving": name, "app.kubernetes.io/component": "executor"}},
-             "spec": {"containers": [{"name": main}]}}
-    return {"apiVersion": "v1", "kind": "Pod", **merged_pod(template, owned, main)}
+             "spec": {"automountServiceAccountToken": False, "securityContext": copy.deepcopy(pod_security),
+                      "containers": [{"name": main, "securityContext": copy.deepcopy(container_security),
+                                      # A read-only root: Python workers and the JVM write here.
+                                      "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}]}],
+                      "volumes": [{"name": "tmp", "emptyDir": {}}]}}
+    return {"apiVersion": "v1", "kind": "Pod", **merged_pod(template, owned, main, ("tmp",))}
 
 
-def executor_pod_yaml(template: s.PodTemplate, name: str, main: str) -> str:
-    return yaml.safe_dump(executor_pod(template, name, main), sort_keys=True)
+def executor_pod_yaml(template: s.PodTemplate | None, name: str, main: str, pod_security: dict[str, Any],
+                      container_security: dict[str, Any]) -> str:
+    return yaml.safe_dump(executor_pod(template, name, main, pod_security, container_security), sort_keys=True)
 
 
 def template_images(spec: s.ModelServingSpec) -> list[str]:
-    """The images the pod templates add (sidecars, init containers): the main containers' are
-    the operator's (spec.spark.image) and never taken from a template."""
+    """The images the pod templates add (sidecars, init and ephemeral containers, OCI image
+    volumes): the main containers' are the operator's (spec.spark.image) and never taken from a template."""
     images = []
     for settings, main in ((spec.driver, "driver"), (spec.executor, "executor")):
         if settings.pod_template is None:
@@ -102,6 +174,10 @@ def template_images(spec: s.ModelServingSpec) -> list[str]:
             for c in settings.pod_template.spec.get(list_name) or []:
                 if isinstance(c, dict) and not (list_name == "containers" and c.get("name") == main) and c.get("image"):
                     images.append(str(c["image"]))
+        for v in settings.pod_template.spec.get("volumes") or []:
+            ref = (v.get("image") or {}).get("reference") if isinstance(v, dict) and isinstance(v.get("image"), dict) else None
+            if ref:
+                images.append(str(ref))
     return images
 
 

@@ -9,6 +9,14 @@ from pydantic import Field, field_validator, model_validator
 from scorestream.config import Strict
 
 
+class Peer(Strict):
+    """Pods admitted to the jobs' read-only port: those with these labels in namespaces with these
+    labels (a NetworkPolicy peer; both must match, so a tenant's look-alike pod elsewhere is not)."""
+
+    namespace_labels: dict[str, str] = Field(alias="namespaceLabels", min_length=1)
+    pod_labels: dict[str, str] = Field(alias="podLabels", min_length=1)
+
+
 class OperatorConfig(Strict):
     """Validated so that an operator never starts watching something other than what was meant."""
 
@@ -47,7 +55,18 @@ class OperatorConfig(Strict):
     """Addresses of the API server as seen by pods (CIDRs): the jobs' NetworkPolicy admits them to
     the read-only port, for `kubectl scorestream` through the service proxy. Empty: not admitted."""
 
-    @field_validator("api_server_cidrs")
+    artifact_allowed_networks: list[str] = Field(default_factory=list, alias="artifactAllowedNetworks")
+    """Non-public networks (CIDRs) the jobs' artifact fetches may reach (ArtifactPolicy
+    allowedNetworks, rendered into every job's configuration). Empty: none."""
+
+    monitoring_peers: list[Peer] = Field(default_factory=list, alias="monitoringPeers")
+    """Who may scrape the jobs' read-only port (Prometheus, Grafana Alloy, vmagent, an OpenTelemetry
+    collector): by namespace and pod labels. Empty: no one but the API server's CIDRs."""
+    operator_namespace: str | None = Field(None, alias="operatorNamespace")
+    """The operator's own namespace: only its pods there reach the jobs' control port. None: its
+    labels in any namespace (the chart always sets it)."""
+
+    @field_validator("api_server_cidrs", "artifact_allowed_networks")
     @classmethod
     def _cidrs(cls, v: list[str]) -> list[str]:
         for cidr in v:

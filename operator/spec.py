@@ -121,11 +121,17 @@ OPERATOR_SPARK_CONF = KeyRule(
         "spark.kubernetes.driver.podTemplateFile", "spark.kubernetes.executor.podTemplateFile",
         "spark.kubernetes.driver.podTemplateContainerName", "spark.kubernetes.executor.podTemplateContainerName",
         "spark.kubernetes.executor.request.cores", "spark.kubernetes.executor.limit.cores",
-        "spark.kubernetes.executor.label.scorestream.dev/modelserving",
-        "spark.kubernetes.executor.label.app.kubernetes.io/component",
         "spark.kubernetes.driver.ownPersistentVolumeClaim", "spark.kubernetes.driver.reusePersistentVolumeClaim",
     ),
-    prefixes=("spark.jars", "spark.authenticate", "spark.dynamicAllocation.", "spark.kubernetes.authenticate."),
+    prefixes=("spark.jars", "spark.authenticate", "spark.dynamicAllocation.", "spark.kubernetes.authenticate.",
+              # The labels NetworkPolicies and monitoring select by: a pod labelled as Prometheus or
+              # as the operator would be admitted where they are (#30).
+              "spark.kubernetes.executor.label.app.kubernetes.io/", "spark.kubernetes.driver.label.app.kubernetes.io/",
+              "spark.kubernetes.executor.label.scorestream.dev/", "spark.kubernetes.driver.label.scorestream.dev/",
+              # Volumes Spark adds to executor pods outside the pod template's rules: a node's
+              # files, or any Secret of the namespace mounted where the template could not.
+              "spark.kubernetes.executor.volumes.", "spark.kubernetes.driver.volumes.",
+              "spark.kubernetes.executor.secrets.", "spark.kubernetes.executor.secretKeyRef."),
 )
 
 # kafka.properties land in the job's ConfigMap and in status.lastStableSpec: no secrets there.
@@ -134,7 +140,7 @@ KAFKA_SECRET_PROPERTIES = KeyRule(
             " kafka.secretRef (properties are copied into the job's ConfigMap and the status)",
     exact=("sasl.jaas.config", "sasl.oauthbearer.config", "ssl.key.pem", "ssl.keystore.key",
            "sasl.oauthbearer.assertion.private.key.pem"),
-    suffixes=(".password", ".secret"),
+    suffixes=(".password", ".secret", ".passphrase"),
 )
 
 # kafka.properties (and the Secret's settings) also configure the operator's own Kafka clients, in
@@ -145,6 +151,8 @@ KAFKA_CODE_PROPERTIES = KeyRule(
     exact=("plugin.library.paths", "ssl.engine.location", "sasl.kerberos.kinit.cmd", "metric.reporters",
            "interceptor.classes", "config.providers", "security.providers"),
     suffixes=(".class", ".classes", ".url", ".cmd", ".providers"),
+    # Kerberos makes librdkafka run kinit (a command line) and read keytabs from the operator's disk.
+    prefixes=("sasl.kerberos.",),
 )
 
 
@@ -328,8 +336,8 @@ class SparkSpec(SparkTrigger):
 
 class PodTemplateMetadata(Strict):
     labels: dict[str, str] = Field(default_factory=dict, max_length=64)
-    """Labels added to the pods; the operator's own labels (app.kubernetes.io/*,
-    scorestream.dev/modelserving) win over the template's."""
+    """Labels added to the pods; app.kubernetes.io/* and scorestream.dev/* are the operator's
+    (what NetworkPolicies and monitoring select by): a template's are dropped."""
     annotations: dict[str, str] = Field(default_factory=dict, max_length=64)
     """Annotations added to the pods; the operator's own (scorestream.dev/config-hash) win."""
 

@@ -132,7 +132,10 @@ class BatchScorer:
 
     def sink_rows(self, scored: DataFrame) -> DataFrame:
         """What Spark's Kafka sink writes of scored rows (``Scorer.sinkRows``): topic, key, value, headers."""
-        return DataFrame(self._scorer.sinkRows(scored._jdf), scored.sparkSession)
+        limit = self._jvm.java.util.HashMap()
+        for k, v in self.sink_options.items():
+            limit.put(k, v)
+        return DataFrame(self._scorer.sinkRows(scored._jdf, self._scorer.maxRequestBytes(limit)), scored.sparkSession)
 
     def _write(self, scored: DataFrame) -> None:
         """Spark's Kafka sink, each row to the topic the scorer chose (``Scorer.write``)."""

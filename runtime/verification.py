@@ -280,8 +280,21 @@ def _failed(label: str, fmt: str, error: str, started: float, timeout: float) ->
 
 
 def _first_line(e: Exception) -> str:
-    text = str(getattr(e, "java_exception", e)).strip().splitlines()
-    return text[0][:300] if text else type(e).__name__
+    """Why verification could not run, without quoting what was read: the job's own reasons
+    (ArtifactError, VerificationError, BadSample) are written to be shown; an engine's may quote
+    the model or the sample, so only its type is."""
+    from scorestream.artifacts import ArtifactError
+
+    if isinstance(e, (ArtifactError, VerificationError, BadSample)):
+        text = str(e).strip().splitlines()
+        return text[0][:300] if text else type(e).__name__
+    java = getattr(e, "java_exception", None)
+    if java is not None:
+        try:
+            return f"{type(e).__name__} ({java.getClass().getName()})"
+        except Exception:  # the gateway is gone: the Python type is all there is
+            pass
+    return type(e).__name__
 
 
 class _Tally:
@@ -303,7 +316,8 @@ def _no_prediction(res: Outcome, where: str, n: int) -> RecordFailure | None:
     nan = [k for k, v in (res.values or {}).items() if isinstance(v, float) and math.isnan(v)]
     nan_note = f"; NaN outputs: {', '.join(nan[:5])}" + (" …" if len(nan) > 5 else "") if nan else ""
     if res.error is not None:
-        return RecordFailure(set=where, record=n, kind="no prediction", detail=f"{res.stage}: {res.error}{nan_note}")
+        # The stage only: the scorer's error may quote the record's values.
+        return RecordFailure(set=where, record=n, kind="no prediction", detail=f"failed at {res.stage}{nan_note}")
     if res.prediction is None and res.label is None:
         return RecordFailure(set=where, record=n, kind="no prediction", detail=nan_note.lstrip("; ") or None)
     if res.prediction is not None and math.isnan(res.prediction):
@@ -332,7 +346,6 @@ def _embedded(a: JvmAnswer) -> SetResult:
         t.fail([RecordFailure(set=t.name, record=0, kind="unreadable",
                               detail="ModelVerification uses a TableLocator, which is not supported")])
     expected = [f for f in e.fields if f.field not in a.inputs]
-    outputs = a.outputs or []
     for n, (row, res) in enumerate(zip(e.rows, e.results), 1):
         problem = _no_prediction(res, t.name, n)
         if problem is not None:
@@ -350,7 +363,7 @@ def _embedded(a: JvmAnswer) -> SetResult:
                 actual = res.label if a.classification and res.label is not None else res.prediction
             else:
                 wrong.append(RecordFailure(set=t.name, record=n, kind="unreadable", field=f.field,
-                                           detail=f"not an output of the model (outputs: {', '.join(outputs)})"))
+                                           detail="not an output of the model"))
                 continue
             failure = _compare(t.name, n, f.field, text, actual, f.precision, f.zeroThreshold)
             if failure is not None:
@@ -367,21 +380,20 @@ def _compare(where: str, n: int, field: str, expected: str, actual: Any, precisi
     to it (so [x(1-p), x(1+p)]), and two values both within ``zeroThreshold`` of zero are equal
     (relative precision means nothing there). Anything else must be equal as text."""
     if actual is None:
-        return RecordFailure(set=where, record=n, kind="no prediction", field=field, expected=expected)
+        return RecordFailure(set=where, record=n, kind="no prediction", field=field)
     want, got = _number(expected), _number(actual)
     if isinstance(actual, float) and math.isnan(actual):
-        return RecordFailure(set=where, record=n, kind="NaN", field=field, expected=want if want is not None else expected)
+        return RecordFailure(set=where, record=n, kind="NaN", field=field)
     if want is not None and got is not None:
         if abs(want) <= zero and abs(got) <= zero:
             return None
         allowed = abs(want) * precision
         if abs(got - want) <= allowed:
             return None
-        return RecordFailure(set=where, record=n, kind="off", field=field, expected=want, actual=got,
-                             difference=got - want, allowed=allowed)
+        return RecordFailure(set=where, record=n, kind="off", field=field, difference=got - want, allowed=allowed)
     if str(actual) == expected:
         return None
-    return RecordFailure(set=where, record=n, kind="off", field=field, expected=expected, actual=str(actual))
+    return RecordFailure(set=where, record=n, kind="off", field=field)
 
 
 def _sample(records: list[dict[str, Any]], outcomes: list[Outcome], sample: Sample) -> SetResult:
@@ -409,12 +421,10 @@ def _compare_sample(n: int, field: str, want: Any, res: Outcome, tolerance: floa
     if w is not None and got is not None:
         if abs(got - w) <= tolerance:
             return None
-        return RecordFailure(set="sample", record=n, kind="off", field=field, expected=w, actual=got,
-                             difference=got - w, allowed=tolerance)
+        return RecordFailure(set="sample", record=n, kind="off", field=field, difference=got - w, allowed=tolerance)
     if res.label is not None and str(want) == res.label:
         return None
-    return RecordFailure(set="sample", record=n, kind="off", field=field, expected=str(want),
-                         actual=res.label if res.label is not None else got)
+    return RecordFailure(set="sample", record=n, kind="off", field=field)
 
 
 # -- the job -------------------------------------------------------------------------------------
@@ -512,9 +522,8 @@ def process_runner() -> RunVerifier:
         res = subprocess.run([java, "-XX:TieredStopAtLevel=1", "-cp", cp, "dev.scorestream.jvm.Verifier"],
                              input=request, capture_output=True, text=True)
         if res.returncode != 0:
-            # The exception's line, not the stack: e.g. "Exception in thread "main" ...: reason".
-            lines = [ln for ln in res.stderr.splitlines() if ln.strip() and not ln.startswith("\tat ")]
-            raise VerificationError(lines[-1] if lines else f"the verifier exited with {res.returncode}")
+            # Not its stderr: the exception's text may quote the model or the sample.
+            raise VerificationError(f"the verifier exited with {res.returncode}")
         lines = res.stdout.strip().splitlines()
         return lines[-1] if lines else ""
 

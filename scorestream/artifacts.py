@@ -10,11 +10,16 @@ Every failure is an `ArtifactError` whose message names the location without its
 from __future__ import annotations
 
 import base64
+import bz2
+import gzip
 import io
+import ipaddress
+import lzma
 import os
 import shutil
 import socket
 import stat
+import struct
 import tarfile
 import threading
 import urllib.error
@@ -270,7 +275,8 @@ def _read_http(shown: str, location: str, policy: ArtifactPolicy, abort: _Abort)
         host = f"[{host}]" if ":" in host else host
         url = url._replace(netloc=host + (f":{url.port}" if url.port else ""))
     opener = urllib.request.build_opener(
-        _TrackedHTTPHandler(abort), _TrackedHTTPSHandler(abort), _Redirects(policy.max_redirects))
+        _TrackedHTTPHandler(abort, shown, policy), _TrackedHTTPSHandler(abort, shown, policy),
+        _Redirects(policy.max_redirects))
     request = urllib.request.Request(urllib.parse.urlunsplit(url), headers=headers)
     try:
         with opener.open(request, timeout=min(_READ_TIMEOUT, policy.fetch_timeout_seconds)) as resp:
@@ -292,8 +298,63 @@ def _read_http(shown: str, location: str, policy: ArtifactPolicy, abort: _Abort)
         raise ArtifactError(f"{shown}: {getattr(e, 'strerror', None) or type(e).__name__}") from None
 
 
-def _tracked(base: type, abort: _Abort) -> type:
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+
+
+def _public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, allowed: list[str]) -> bool:
+    """Whether a fetch may connect to `ip`: a global address, or one in the admin's allowed networks.
+    An IPv6 address that carries an IPv4 one (mapped, NAT64, 6to4) is judged by that one too:
+    64:ff9b::a9fe:a9fe is 169.254.169.254 wherever a NAT64 gateway is."""
+    if any(ip in ipaddress.ip_network(n, strict=False) for n in allowed):
+        return True
+    if isinstance(ip, ipaddress.IPv6Address):
+        inner = ip.ipv4_mapped or ip.sixtofour or (
+            ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) if any(ip in n for n in _NAT64) else None)
+        if inner is not None:
+            return _public(inner, allowed)
+    return ip.is_global and not ip.is_multicast
+
+
+def _guarded_connect(shown: str, policy: ArtifactPolicy):
+    """socket.create_connection, but only to addresses `_public` allows: the host is resolved
+    here and the socket connects to the very address checked (a second DNS answer cannot differ).
+    urllib opens a new connection for every redirect, so every hop is checked."""
+
+    def connect(address, timeout=socket._GLOBAL_DEFAULT_TIMEOUT, source_address=None, **_):
+        host, port = address[0], address[1]
+        refused, last = False, None
+        for family, kind, proto, _name, sockaddr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+            if not _public(ipaddress.ip_address(sockaddr[0].split("%")[0]), policy.allowed_networks):
+                refused = True
+                continue
+            sock = socket.socket(family, kind, proto)
+            try:
+                if timeout is not socket._GLOBAL_DEFAULT_TIMEOUT:
+                    sock.settimeout(timeout)
+                if source_address:
+                    sock.bind(source_address)
+                sock.connect(sockaddr)
+                return sock
+            except OSError as e:
+                sock.close()
+                last = e
+        if last is not None:
+            raise last
+        if refused:
+            # Which address, or which host a redirect named, is not said: both are the fetched side's.
+            raise ArtifactError(f"{shown}: refused, a destination is a loopback, private or link-local "
+                                "address the cluster admin has not allowed (artifacts.allowedNetworks)")
+        raise OSError(f"no address for the host of {shown}")
+
+    return connect
+
+
+def _tracked(base: type, abort: _Abort, shown: str, policy: ArtifactPolicy) -> type:
     class Tracked(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._create_connection = _guarded_connect(shown, policy)
+
         def connect(self) -> None:
             super().connect()
             abort.track(self.sock)
@@ -302,18 +363,18 @@ def _tracked(base: type, abort: _Abort) -> type:
 
 
 class _TrackedHTTPHandler(urllib.request.HTTPHandler):
-    def __init__(self, abort: _Abort):
+    def __init__(self, abort: _Abort, shown: str, policy: ArtifactPolicy):
         super().__init__()
-        self._conn = _tracked(http_client.HTTPConnection, abort)
+        self._conn = _tracked(http_client.HTTPConnection, abort, shown, policy)
 
     def http_open(self, req):
         return self.do_open(self._conn, req)
 
 
 class _TrackedHTTPSHandler(urllib.request.HTTPSHandler):
-    def __init__(self, abort: _Abort):
+    def __init__(self, abort: _Abort, shown: str, policy: ArtifactPolicy):
         super().__init__()
-        self._conn = _tracked(http_client.HTTPSConnection, abort)
+        self._conn = _tracked(http_client.HTTPSConnection, abort, shown, policy)
 
     def https_open(self, req):
         return self.do_open(self._conn, req, context=self._context)
@@ -406,13 +467,16 @@ class _Budget:
         if self.members > self.policy.max_members:
             raise ArtifactError(f"model archive has more than maxMembers {self.policy.max_members} members")
 
+    def too_much(self) -> ArtifactError:
+        return ArtifactError(
+            f"model archive unpacks to more than {self.max_bytes} bytes (maxUnpackedBytes"
+            f" {self.policy.max_unpacked_bytes}, maxCompressionRatio {self.policy.max_compression_ratio:g})")
+
     def copy(self, src, dst) -> None:
         while chunk := src.read(_CHUNK):
             self.written += len(chunk)
             if self.written > self.max_bytes:
-                raise ArtifactError(
-                    f"model archive unpacks to more than {self.max_bytes} bytes (maxUnpackedBytes"
-                    f" {self.policy.max_unpacked_bytes}, maxCompressionRatio {self.policy.max_compression_ratio:g})")
+                raise self.too_much()
             dst.write(chunk)
 
 
@@ -427,7 +491,37 @@ def _member_path(target: Path, name: str) -> Path:
     return out
 
 
+# Zip: what one central-directory entry may take (46 bytes fixed, a name, extra field and comment)
+# before zipfile parses them all into objects; tar: the largest long name (GNU 'L'/'K') or pax
+# header ('x'/'g') tarfile reads whole into memory.
+_MAX_CD_ENTRY_BYTES = 1024
+_MAX_TAR_HEADER_MEMBER = 64 << 10
+
+
+def _check_central_directory(data: bytes, budget: _Budget) -> None:
+    """The zip's declared entries and central directory size, from its end records, before zipfile
+    reads the directory: a small archive can declare millions of entries (each a ZipInfo)."""
+    at = data.rfind(b"PK\x05\x06", max(0, len(data) - 22 - 65535))
+    if at < 0 or len(data) < at + 22:
+        raise ArtifactError("model archive: no zip end record")
+    entries, cd_size = struct.unpack("<10xHL6x", data[at:at + 22])
+    if entries == 0xFFFF or cd_size == 0xFFFFFFFF:  # zip64: the locator just before says where
+        loc = at - 20
+        if loc < 0 or data[loc:loc + 4] != b"PK\x06\x07":
+            raise ArtifactError("model archive: a zip64 end record without its locator")
+        (end64,) = struct.unpack("<8xQ4x", data[loc:loc + 20])
+        if data[end64:end64 + 4] != b"PK\x06\x06" or len(data) < end64 + 56:
+            raise ArtifactError("model archive: a zip64 end record that is not there")
+        entries, cd_size = struct.unpack("<32xQQ8x", data[end64:end64 + 56])
+    if entries > budget.policy.max_members:
+        raise ArtifactError(f"model archive has more than maxMembers {budget.policy.max_members} members")
+    if cd_size > budget.policy.max_members * _MAX_CD_ENTRY_BYTES:
+        raise ArtifactError(f"model archive's central directory is larger than {_MAX_CD_ENTRY_BYTES} bytes"
+                            f" a member (maxMembers {budget.policy.max_members})")
+
+
 def _unzip(data: bytes, target: Path, budget: _Budget) -> None:
+    _check_central_directory(data, budget)
     with zipfile.ZipFile(io.BytesIO(data)) as z:
         for info in z.infolist():
             budget.member()
@@ -443,7 +537,50 @@ def _unzip(data: bytes, target: Path, budget: _Budget) -> None:
                 budget.copy(src, dst)
 
 
+def _decompressed(data: bytes) -> io.BufferedIOBase:
+    """The tar stream inside gzip, bzip2 or xz (what tarfile.open detects), read as it inflates."""
+    raw = io.BytesIO(data)
+    if data[:2] == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=raw)
+    if data[:3] == b"BZh":
+        return bz2.BZ2File(raw)
+    if data[:6] == b"\xfd7zXZ\x00":
+        return lzma.LZMAFile(raw)
+    return raw
+
+
+def _scan_tar(data: bytes, budget: _Budget) -> None:
+    """A pass over the tar's headers as the stream inflates, before tarfile reads any: tarfile reads
+    a GNU long name or a pax header whole (a 306 KB gzip declaring a 300 MiB name took 2.4 GB), so
+    those are bounded here, and the inflated bytes are counted against the budget as they come."""
+    stream, seen = _decompressed(data), 0
+    limit = budget.max_bytes + 512 * (budget.policy.max_members + 2) * 3  # data, plus headers and padding
+    with stream:
+        while True:
+            block = stream.read(512)
+            if len(block) < 512 or block == bytes(512):
+                return  # the end, or a truncated archive: tarfile says which
+            seen += 512
+            try:
+                size = tarfile.nti(block[124:136])
+            except tarfile.HeaderError:
+                return  # not a header tarfile takes either: it refuses the archive
+            if block[156:157] in (b"L", b"K", b"x", b"g", b"X") and size > _MAX_TAR_HEADER_MEMBER:
+                raise ArtifactError(f"model archive has a long name or pax header of more than "
+                                    f"{_MAX_TAR_HEADER_MEMBER} bytes")
+            skip = -(-size // 512) * 512
+            while skip > 0:
+                chunk = stream.read(min(skip, _CHUNK))
+                if not chunk:
+                    return
+                skip -= len(chunk)
+                seen += len(chunk)
+                if seen > limit:
+                    raise budget.too_much()
+
+
 def _untar(data: bytes, target: Path, budget: _Budget) -> None:
+    _scan_tar(data, budget)
     try:
         t = tarfile.open(fileobj=io.BytesIO(data))
     except tarfile.TarError:

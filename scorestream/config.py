@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from pathlib import Path
@@ -282,6 +283,18 @@ class ArtifactPolicy(Strict):
     """The whole fetch, from connecting to the last byte: a source that drips slower is rejected."""
     max_redirects: int = Field(5, alias="maxRedirects", ge=0)
     """HTTP redirects followed (to http or https only)."""
+    allowed_networks: list[str] = Field([], alias="allowedNetworks")
+    """Non-public networks (CIDRs) an http(s) fetch may connect to. Every other loopback, private,
+    link-local (cloud metadata), shared or reserved address is refused, checked on the addresses
+    DNS answers and again after every redirect. The cluster admin's to set (the chart's
+    artifacts.allowedNetworks, rendered by the operator); a spec cannot."""
+
+    @field_validator("allowed_networks")
+    @classmethod
+    def _networks(cls, v: list[str]) -> list[str]:
+        for cidr in v:
+            ipaddress.ip_network(cidr, strict=False)  # a ValueError names the bad one
+        return v
 
     @field_validator("model_dirs")
     @classmethod

@@ -540,20 +540,26 @@ def _duration(text: str) -> float:
 
 
 
+def printable(text: str) -> str:
+    """`text` with control characters escaped (newlines and tabs kept): model names, reasons and
+    Event messages are tenants' and models-topic writers' text, and a terminal acts on escapes."""
+    return "".join(c if c in "\n\t" or c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 0x100
+                   else f"\\u{ord(c):04x}" for c in text)
+
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         view, human, code = run(args)
     except PluginError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {printable(str(e))}", file=sys.stderr)
         return 1
     if args.output == "json":
         print(json.dumps(view, indent=2))
     elif args.output == "yaml":
         print(yaml.safe_dump(view, sort_keys=False), end="")
     else:
-        print(human)
+        print(printable(human))
     if code == UNREACHABLE:
         print("warning: the job did not answer through the API server's service proxy; shown: what the "
               "resource's status has", file=sys.stderr)

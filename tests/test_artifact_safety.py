@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import io
+import ipaddress
 import json
 import os
 import tarfile
@@ -30,8 +31,13 @@ PASSWORD = "hunter2-s3cret"
 SIGNATURE = "X-Amz-Signature=0badc0ffee0ddf00d"
 
 
+# The tests' servers listen on loopback, which a fetch refuses unless the cluster admin allows it:
+# these tests allow it explicitly, as an admin would (artifacts.allowedNetworks).
+LOOPBACK_ALLOWED = {"allowedNetworks": ["127.0.0.0/8"]}
+
+
 def policy(tmp_path: Path, **limits) -> ArtifactPolicy:
-    return ArtifactPolicy.model_validate({"modelDirs": [str(tmp_path / "models")], **limits})
+    return ArtifactPolicy.model_validate({"modelDirs": [str(tmp_path / "models")], **LOOPBACK_ALLOWED, **limits})
 
 
 @pytest.fixture
@@ -290,6 +296,36 @@ def test_redirects_only_to_http(tmp_path, http, model_dir):
     assert "HTTP 302" in rejected(f"{http.url}/loop", pol)
 
 
+def test_non_public_destinations_are_refused_unless_the_admin_allows_them(tmp_path, http):
+    """Loopback, private, link-local (cloud metadata) and the like: refused by default, on the
+    address DNS answers and after every redirect; the admin's allowance admits only its networks.
+    The refused addresses are never connected to (the check is before connect)."""
+    http.routes["/tree.pmml"] = (200, b"<PMML/>", {})
+    port = http.httpd.server_port
+    # 127.0.0.2 is loopback too, and listened on by the server (bound to 127.0.0.1 only: refused
+    # there anyway) — the redirect is refused before any connection is tried.
+    http.routes["/elsewhere"] = (302, b"", {"Location": f"http://127.0.0.2:{port}/tree.pmml"})
+    default = ArtifactPolicy.model_validate({"modelDirs": [str(tmp_path / "models")]})
+    refusal = "refused, a destination is a loopback, private or link-local address the cluster admin has not allowed"
+    for location in (f"{http.url}/tree.pmml", f"http://localhost:{port}/tree.pmml",  # a DNS answer
+                     f"http://[::ffff:127.0.0.1]:{port}/tree.pmml", "http://169.254.169.254/latest/meta-data/",
+                     "http://10.0.0.1/m.pmml", "http://[fe80::1]/m.pmml", "http://0.0.0.0/m.pmml",
+                     "http://100.64.0.1/m.pmml", "http://[::1]/m.pmml"):
+        assert refusal in rejected(location, default), location
+    assert not http.requests
+    # Addresses that carry another (NAT64, 6to4): judged by the one they carry. Checked without a
+    # connection: only the decision, as the fetch makes it.
+    for carried in ("64:ff9b::a9fe:a9fe", "64:ff9b:1::7f00:1", "2002:a9fe:a9fe::1", "::ffff:10.0.0.1"):
+        assert not artifacts._public(ipaddress.ip_address(carried), []), carried
+    assert artifacts._public(ipaddress.ip_address("64:ff9b::808:808"), [])  # 8.8.8.8 through NAT64
+    only_one = policy(tmp_path, allowedNetworks=["127.0.0.1/32"])
+    assert artifacts.fetch(f"{http.url}/tree.pmml", only_one) == b"<PMML/>"
+    assert refusal in rejected(f"{http.url}/elsewhere", only_one)  # checked again after the redirect
+    assert [p for p, _ in http.requests] == ["/tree.pmml", "/elsewhere"]
+    with pytest.raises(ValueError, match="allowedNetworks"):
+        ArtifactPolicy.model_validate({"allowedNetworks": ["not-a-network"]})
+
+
 # --- archives -----------------------------------------------------------------------------------
 
 
@@ -314,6 +350,10 @@ def tar_of(members: list[tarfile.TarInfo], data: dict[str, bytes] | None = None)
 
 @pytest.fixture(scope="module")
 def zip_bomb() -> bytes:
+    return zip_bomb_bytes()
+
+
+def zip_bomb_bytes() -> bytes:
     """The review's bomb: about 200 KB of zip unpacking to 200 MB of zeros."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as z:
@@ -334,6 +374,85 @@ def test_a_zip_bomb_is_refused_and_leaves_nothing(tmp_path, zip_bomb):
     # And on the absolute limit alone, with no ratio to hide behind.
     with pytest.raises(artifacts.ArtifactError, match="maxUnpackedBytes 1000000"):
         artifacts.unpack(zip_bomb, target, ArtifactPolicy(maxUnpackedBytes=1_000_000, maxCompressionRatio=1e9))
+
+
+def long_name_bomb(mib: int) -> bytes:
+    """The review's tar bomb: a gzip of a GNU long-name header declaring `mib` MiB of name (then the
+    name itself, and a member), about 1 KB of gzip per MiB: small enough to arrive inline."""
+    import zlib
+
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)  # gzip framing
+    long = tarfile.TarInfo("././@LongLink")
+    long.type, long.size = tarfile.GNUTYPE_LONGNAME, mib << 20
+    parts = [z.compress(long.tobuf(format=tarfile.GNU_FORMAT))]
+    chunk = b"a" * (1 << 20)
+    parts += [z.compress(chunk) for _ in range(mib)]
+    parts.append(z.compress(tarfile.TarInfo("saved_model.pb").tobuf(format=tarfile.GNU_FORMAT) + bytes(1024)))
+    return b"".join(parts) + z.flush()
+
+
+def zip_directory_bomb(entries: int) -> bytes:
+    """A zip of `entries` empty members whose end record declares 3: the central directory zipfile
+    parses whole (a ZipInfo each) before anything counts members."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        for i in range(entries):
+            z.writestr(f"f{i}", b"")
+    data = bytearray(buf.getvalue())
+    at = data.rfind(b"PK\x05\x06")
+    data[at + 8:at + 12] = (3).to_bytes(2, "little") * 2  # entries on this disk, entries in total
+    return bytes(data)
+
+
+UNPACK = """
+import json, sys
+from pathlib import Path
+from scorestream import artifacts
+from scorestream.config import ArtifactPolicy
+
+def peak_kib():
+    return int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM:")).split()[1])
+
+before, error = peak_kib(), None
+try:
+    artifacts.unpack(Path(sys.argv[1]).read_bytes(), Path(sys.argv[2]), ArtifactPolicy.model_validate_json(sys.argv[3]))
+except artifacts.ArtifactError as e:
+    error = str(e)
+print(json.dumps({"error": error, "before": before, "after": peak_kib()}))
+"""
+
+
+def unpack_apart(tmp_path: Path, data: bytes, policy: ArtifactPolicy) -> dict:
+    """artifacts.unpack in a process of its own: its reason and its peak RSS (KiB)."""
+    import subprocess
+    import sys
+
+    bomb = tmp_path / "bomb"
+    bomb.write_bytes(data)
+    out = subprocess.run([sys.executable, "-c", UNPACK, str(bomb), str(tmp_path / "out"), policy.model_dump_json(by_alias=True)],
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    return json.loads(out)
+
+
+def test_a_tar_long_name_bomb_is_refused_before_it_is_read(tmp_path):
+    """#30 MED 4: 300 MiB of declared long name in about 300 KB took unpack from 34 to 2,439 MiB."""
+    bomb = long_name_bomb(300)
+    seen = unpack_apart(tmp_path, bomb, ArtifactPolicy())
+    print(f"long-name bomb of {len(bomb)} bytes: peak RSS {seen['before'] // 1024} -> {seen['after'] // 1024} MiB")
+    assert seen["error"] == "model archive has a long name or pax header of more than 65536 bytes"
+    assert seen["after"] - seen["before"] < 64 << 10
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_zip_central_directory_is_bounded_before_it_is_parsed(tmp_path):
+    bomb = zip_directory_bomb(200_000)
+    seen = unpack_apart(tmp_path, bomb, ArtifactPolicy.model_validate({"maxMembers": 100}))
+    print(f"zip of 200,000 entries, {len(bomb)} bytes: peak RSS {seen['before'] // 1024} -> {seen['after'] // 1024} MiB")
+    assert seen["error"] == "model archive's central directory is larger than 1024 bytes a member (maxMembers 100)"
+    assert seen["after"] - seen["before"] < 32 << 10
+    # The declared count, where it is the one that lies the other way.
+    with pytest.raises(artifacts.ArtifactError, match="more than maxMembers 10 members"):
+        artifacts.unpack(zip_of({f"f{i}": b"" for i in range(11)}), tmp_path / "out2", ArtifactPolicy(maxMembers=10))
 
 
 def test_a_gzip_tar_bomb_is_refused(tmp_path):
@@ -439,7 +558,7 @@ def test_abuse_through_the_models_topic_is_rejected_and_the_job_keeps_serving(se
     http.routes["/private.pmml"] = (403, CANARY.encode(), {})
     port = http.httpd.server_port
 
-    s = serving(artifacts={"modelDirs": [str(model_dir)], "fetchTimeoutSeconds": 2})
+    s = serving(artifacts={"modelDirs": [str(model_dir)], "fetchTimeoutSeconds": 2, **LOOPBACK_ALLOWED})
     s.publish(models.descriptor("tree", "1", "pmml", tree))
     job = s.start().wait_ready()
 
@@ -454,6 +573,8 @@ def test_abuse_through_the_models_topic_is_rejected_and_the_job_keeps_serving(se
         by_location("malformed", "https://[\u2026"),
         by_location("credentials", f"http://reader:{PASSWORD}@127.0.0.1:{port}/private.pmml?{SIGNATURE}"),
         by_location("drip", f"http://127.0.0.1:{port}/drip"),
+        # Cloud metadata: link-local, not allowed (refused before any connection is tried).
+        by_location("metadata", "http://169.254.169.254/latest/meta-data/"),
         models.descriptor("evil", "bomb", "tensorflow", zip_bomb),
         models.descriptor("evil", "traversal", "tensorflow", zip_of({"saved_model.pb": b"pb", "../../x": b"x"})),
     ]
@@ -485,6 +606,7 @@ def test_abuse_through_the_models_topic_is_rejected_and_the_job_keeps_serving(se
     assert "not a valid URL" in reasons["evil:malformed"]
     assert "HTTP 403" in reasons["evil:credentials"]
     assert "fetchTimeoutSeconds" in reasons["evil:drip"]
+    assert "refused, a destination is a loopback, private or link-local address" in reasons["evil:metadata"]
     assert "unpacks to more than" in reasons["evil:bomb"]
     assert "leaves the archive's folder" in reasons["evil:traversal"]
     assert job.ready()

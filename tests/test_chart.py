@@ -9,6 +9,7 @@ import asyncio
 import base64
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import kubernetes_validate
@@ -22,7 +23,7 @@ from scorestream.operator import crd as crd_module
 from scorestream.operator import desired
 from scorestream.operator.settings import OperatorConfig
 
-from operator_harness import (MS, Operator, api, apply, helm_install, obj, resource, tool, topics,  # noqa: F401
+from operator_harness import (MS, ApiError, Operator, api, apply, helm_install, obj, resource, tool, topics,  # noqa: F401
                               until)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -115,6 +116,54 @@ def test_runtime_image_allow_list_and_api_server_cidrs_reach_the_operators_confi
     assert config.api_server_cidrs == ["10.0.0.0/24", "fd00::/64"]
     default = OperatorConfig.model_validate(yaml.safe_load(by_kind(render(helm), "ConfigMap")[0]["data"]["operator.yaml"]))
     assert (default.runtime_image, default.allowed_images, default.api_server_cidrs) == (None, [], [])
+
+
+def test_monitoring_peers_and_the_operators_namespace_reach_the_network_policy(helm):
+    """#30 MED 7: scrapers by namespace and pod labels (configurable: Prometheus by default, Alloy
+    here), the operator by its release namespace."""
+    from scorestream.operator import desired as d
+
+    from test_desired import EXAMPLE
+
+    alloy = "jobNetworkPolicy.monitoring[0]"
+    objs = render(helm, "--set", f"{alloy}.namespaceLabels.kubernetes\\.io/metadata\\.name=grafana",
+                  "--set", f"{alloy}.podLabels.app\\.kubernetes\\.io/name=alloy")
+    config = OperatorConfig.model_validate(yaml.safe_load(by_kind(objs, "ConfigMap")[0]["data"]["operator.yaml"]))
+    assert config.operator_namespace == "operators"
+    assert [(p.namespace_labels, p.pod_labels) for p in config.monitoring_peers] == [
+        ({"kubernetes.io/metadata.name": "grafana"}, {"app.kubernetes.io/name": "alloy"})]
+    default = OperatorConfig.model_validate(yaml.safe_load(by_kind(render(helm), "ConfigMap")[0]["data"]["operator.yaml"]))
+    assert [(p.namespace_labels, p.pod_labels) for p in default.monitoring_peers] == [
+        ({"kubernetes.io/metadata.name": "monitoring"}, {"app.kubernetes.io/name": "prometheus"})]
+    policy = next(o for o in d.desired_objects(EXAMPLE, settings=d.Settings.of(config)) if o["kind"] == "NetworkPolicy")
+    assert policy["spec"]["ingress"][1]["from"][0]["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": "operators"}}
+    assert policy["spec"]["ingress"][2]["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "grafana"}},
+                                                     "podSelector": {"matchLabels": {"app.kubernetes.io/name": "alloy"}}}]
+
+
+def test_artifact_allowed_networks_reach_every_jobs_configuration(helm):
+    """Chart value -> operator setting -> each job's ArtifactPolicy (#30): none by default."""
+    from scorestream.config import JobConfig
+    from scorestream.operator import desired
+
+    from test_desired import EXAMPLE
+
+    objs = render(helm, "--set", "artifacts.allowedNetworks={10.96.12.34/32}")
+    config = OperatorConfig.model_validate(yaml.safe_load(by_kind(objs, "ConfigMap")[0]["data"]["operator.yaml"]))
+    assert config.artifact_allowed_networks == ["10.96.12.34/32"]
+    default = OperatorConfig.model_validate(yaml.safe_load(by_kind(render(helm), "ConfigMap")[0]["data"]["operator.yaml"]))
+    assert default.artifact_allowed_networks == []
+
+    def rendered(settings):
+        objs = desired.desired_objects(EXAMPLE, settings=settings)
+        job = JobConfig.model_validate_json(next(o for o in objs if o["kind"] == "ConfigMap")["data"]["job.json"])
+        sts = next(o for o in objs if o["kind"] == "StatefulSet")
+        return job.artifacts.allowed_networks, sts["spec"]["template"]["metadata"]["annotations"]
+
+    allowed, annotations = rendered(desired.Settings.of(config))
+    assert allowed == ["10.96.12.34/32"]
+    assert rendered(desired.Settings.of(default)) == ([], annotations)  # the same configuration hash
 
 
 DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -358,3 +407,65 @@ def test_the_examples_cover_pmml_tensorflow_a_canary_and_a_secret():
              for p in EXAMPLES for d in yaml.safe_load_all(p.read_text()) if d}
     assert ("ModelServing", "pmml", None) in kinds and ("ModelServing", "tensorflow", None) in kinds
     assert ("ModelServing", "pmml", "Canary") in kinds and ("Secret", None, None) in kinds
+
+
+def test_the_api_server_enforces_the_image_allow_list(api, helm):  # noqa: F811
+    """#30 MED 5: the chart's ValidatingAdmissionPolicy, on the tests' real API server. A pod created
+    with a driver's ServiceAccount token (what a taken-over driver or a sidecar holding the token
+    would do) runs only allowed images, image volumes included; so does any pod of a ModelServing;
+    other pods of the namespace are not its business."""
+    release = f"vap-{api.ns[-6:]}"
+    objs = render(helm, "--set", f"watch.namespaces={{{api.ns}}}",
+                  "--set", "allowedImages={registry.example.com/scorestream/*}", release=release)
+    policy = by_kind(objs, "ValidatingAdmissionPolicy") + by_kind(objs, "ValidatingAdmissionPolicyBinding")
+    assert len(policy) == 2
+    assert not by_kind(render(helm), "ValidatingAdmissionPolicy")  # no allow-list, nothing to enforce
+    sa = "wine-driver"
+    api.create("v1/serviceaccounts", {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa}})
+    api.create("rbac.authorization.k8s.io/v1/roles", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "pods"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create"]}]})
+    api.create("rbac.authorization.k8s.io/v1/rolebindings", {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "pods"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pods"},
+        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": api.ns}]})
+    token = api.cluster.token(api.ns, sa)
+
+    def pod(name, image, labels=None, volume=None):
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels or {}},
+                "spec": {"containers": [{"name": "c", "image": image}],
+                         **({"volumes": [{"name": "v", "image": {"reference": volume}}]} if volume else {})}}
+
+    def as_driver(body) -> requests.Response:
+        return requests.post(f"{api.cluster.server}{api.path('v1/pods')}", json=body, timeout=30,
+                             headers={"Authorization": f"Bearer {token}"}, verify=str(api.cluster.dir / "ca.crt"))
+
+    plural = {"ValidatingAdmissionPolicy": "validatingadmissionpolicies",
+              "ValidatingAdmissionPolicyBinding": "validatingadmissionpolicybindings"}
+    made = []
+    try:
+        for o in policy:
+            made.append(api.request("POST", f"/apis/admissionregistration.k8s.io/v1/{plural[o['kind']]}", o))
+        evil = "evil.example/miner:latest"
+        # A policy takes effect a moment after it is created: until the first refusal, retried.
+        end = time.monotonic() + 30
+        while True:
+            r = as_driver(pod(f"miner-{int(time.monotonic() * 1000)}", evil))
+            if r.status_code != 201 or time.monotonic() > end:
+                break
+            api.delete("v1/pods", r.json()["metadata"]["name"])
+            time.sleep(0.5)
+        assert r.status_code in (403, 422) and f"{evil} not allowed by scorestream allowedImages" in r.text, r.text
+        assert as_driver(pod("ok", "registry.example.com/scorestream/runtime:1")).status_code == 201
+        r = as_driver(pod("vol", "registry.example.com/scorestream/runtime:1", volume=evil))
+        if r.status_code == 201:  # ImageVolume is off on this API server: it drops the field, nothing is pulled
+            assert not any("image" in v for v in r.json()["spec"]["volumes"])
+        else:
+            assert r.status_code in (403, 422) and evil in r.text, r.text
+        with pytest.raises(ApiError, match="not allowed by scorestream allowedImages"):
+            api.create("v1/pods", pod("labelled", evil, labels={"scorestream.dev/modelserving": "wine"}))
+        api.create("v1/pods", pod("someone-elses", "docker.io/library/nginx:1"))  # not a scorestream pod
+    finally:
+        for o in reversed(made):
+            api.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural[o['kind']]}/{o['metadata']['name']}",
+                        ok_missing=True)

@@ -142,9 +142,16 @@ def test_render_is_pure():
     assert objects() == objects()
 
 
+PROMETHEUS = ({"kubernetes.io/metadata.name": "monitoring"}, {"app.kubernetes.io/name": "prometheus"})
+ALLOY = ({"kubernetes.io/metadata.name": "grafana"}, {"app.kubernetes.io/name": "alloy"})
+
+
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 def test_the_network_policy_admits_only_the_jobs_pods_the_operator_and_monitoring(version):
-    objs = by_kind(objects())
+    """#30 MED 7: the operator by its namespace and labels, monitoring by the peers the admin
+    configured (namespace and pod labels both), no one else."""
+    settings = desired.Settings(monitoring=(PROMETHEUS, ALLOY), operator_namespace="scorestream-system")
+    objs = by_kind(desired.desired_objects(copy.deepcopy(EXAMPLE), settings=settings))
     policy = objs["NetworkPolicy"]
     kubernetes_validate.validate(policy, version, strict=True)
     own = {"scorestream.dev/modelserving": "wine"}
@@ -156,10 +163,13 @@ def test_the_network_policy_admits_only_the_jobs_pods_the_operator_and_monitorin
     assert conf["spark.kubernetes.executor.label.scorestream.dev/modelserving"] == "wine"
     rules = {tuple(p["port"] for p in r.get("ports", [])): r["from"] for r in spec["ingress"]}
     assert rules[()] == [{"podSelector": {"matchLabels": own}}], "every port only for the job's own pods"
-    assert rules[(desired.HTTP_PORT,)] == [{"namespaceSelector": {},
+    assert rules[(desired.HTTP_PORT,)] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name":
+                                                                                  "scorestream-system"}},
                                             "podSelector": {"matchLabels": desired.OPERATOR_POD_LABELS}}]
-    assert rules[(desired.METRICS_PORT,)] == [{"namespaceSelector": {},
-                                               "podSelector": {"matchLabels": desired.MONITORING_POD_LABELS}}]
+    assert rules[(desired.METRICS_PORT,)] == [{"namespaceSelector": {"matchLabels": ns}, "podSelector": {"matchLabels": pod}}
+                                              for ns, pod in (PROMETHEUS, ALLOY)]
+    # No peer configured, no monitoring admitted (before: a pod labelled as Prometheus anywhere).
+    assert len(desired.network_policy("wine")["ingress"]) == 2
     helpers = (Path(__file__).resolve().parent.parent / "charts" / "scorestream" / "templates" / "_helpers.tpl").read_text()
     assert "app.kubernetes.io/component: operator" in helpers, "the chart's operator pods carry the labels admitted"
 
@@ -301,9 +311,13 @@ def test_the_executor_template_is_a_file_in_the_configmap_that_spark_is_pointed_
     assert pod["metadata"]["annotations"] == {"a": "1"}
     assert pod["spec"]["nodeSelector"] == {"type": "kwok"} and "serviceAccountName" not in pod["spec"]
     assert pod["spec"]["tolerations"] == template["spec"]["tolerations"]
-    # The main container first and named as Spark is told, without the fields Spark sets itself.
-    assert pod["spec"]["containers"] == [{"name": "executor", "env": [{"name": "TZ", "value": "UTC"}]},
+    # The main container first and named as Spark is told, without the fields Spark sets itself,
+    # hardened as the driver is (#30: Spark adds no securityContext of its own).
+    assert pod["spec"]["containers"] == [{"name": "executor", "env": [{"name": "TZ", "value": "UTC"}],
+                                          "securityContext": desired.CONTAINER_SECURITY,
+                                          "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}]},
                                          {"name": "sidecar", "image": "busybox"}]
+    assert pod["spec"]["securityContext"] == desired.POD_SECURITY and pod["spec"]["automountServiceAccountToken"] is False
     # A template with no main container gets one: Spark would otherwise start from the first (a sidecar).
     only_sidecar = yaml.safe_load(next(o for o in desired.desired_objects(with_templates(executor={
         "spec": {"containers": [{"name": "sidecar", "image": "busybox"}]}})) if o["kind"] == "ConfigMap")[
@@ -315,20 +329,21 @@ def test_the_executor_template_is_a_file_in_the_configmap_that_spark_is_pointed_
     changed = copy.deepcopy(template)
     changed["spec"]["nodeSelector"] = {"type": "other"}
     assert hash_of(with_templates(executor=template)) != hash_of(with_templates(executor=changed))
-    assert "spark.kubernetes.executor.podTemplateFile" not in json.loads(
-        next(o for o in desired.desired_objects(copy.deepcopy(EXAMPLE)) if o["kind"] == "ConfigMap")["data"]["job.json"]
-    )["spark"]["conf"]
+    # Without a template too: the hardening goes onto every executor pod.
+    plain = next(o for o in desired.desired_objects(copy.deepcopy(EXAMPLE)) if o["kind"] == "ConfigMap")["data"]
+    assert json.loads(plain["job.json"])["spark"]["conf"]["spark.kubernetes.executor.podTemplateFile"] == \
+        desired.EXECUTOR_TEMPLATE_FILE
+    assert yaml.safe_load(plain[desired.EXECUTOR_TEMPLATE_KEY])["spec"]["securityContext"] == desired.POD_SECURITY
 
 
 def test_the_network_policy_admits_the_api_servers_cidrs_to_the_read_only_port_only():
-    assert len(desired.network_policy("wine")["ingress"]) == 3
-    policy = desired.network_policy("wine", ("10.0.0.0/24", "fd00::/64"))
+    policy = desired.network_policy("wine", ("10.0.0.0/24", "fd00::/64"), (PROMETHEUS,))
     assert policy["ingress"][3] == {"from": [{"ipBlock": {"cidr": "10.0.0.0/24"}}, {"ipBlock": {"cidr": "fd00::/64"}}],
                                     "ports": [{"protocol": "TCP", "port": desired.METRICS_PORT}]}
     rendered = next(o for o in desired.desired_objects(copy.deepcopy(EXAMPLE), settings=desired.Settings(("10.0.0.0/24",)))
                     if o["kind"] == "NetworkPolicy")
     kubernetes_validate.validate(rendered, K8S_VERSIONS[-1], strict=True)
-    assert rendered["spec"]["ingress"][3]["from"] == [{"ipBlock": {"cidr": "10.0.0.0/24"}}]
+    assert rendered["spec"]["ingress"][2]["from"] == [{"ipBlock": {"cidr": "10.0.0.0/24"}}]
 
 
 def spec_of(**spark):
@@ -336,6 +351,87 @@ def spec_of(**spark):
     body["spec"]["spark"].update(spark)
     body["spec"]["spark"] = {k: v for k, v in body["spec"]["spark"].items() if v is not None}
     return s.ModelServingSpec.model_validate(body["spec"])
+
+
+def test_a_template_gets_no_token_no_job_secret_and_cannot_steer_the_job():
+    """#30 MED 5: the ServiceAccount token is projected into the driver's main container only; a
+    sidecar, init or ephemeral container mounts none of the operator's volumes (the token, the
+    Kafka Secret, the control token, the configuration) nor a token volume of its own; the main
+    container takes no env that steers the JVM, Spark, Python or the job, no envFrom, and no
+    mount at or over the job's files or the image's code."""
+    steering = [{"name": n, "value": "-javaagent:/x.jar"} for n in
+                ("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "SPARK_CONF_DIR", "PYTHONPATH",
+                 "PYSPARK_PYTHON", "LD_PRELOAD", "KUBERNETES_SERVICE_HOST", "CLASSPATH", "SCORESTREAM_JVM_DIR", "HOME")]
+    own_token = {"name": "mine", "projected": {"sources": [{"serviceAccountToken": {"path": "t"}}]}}
+    body = with_templates(driver={"spec": {
+        "shareProcessNamespace": True, "hostPID": True, "hostNetwork": True,  # /proc/<pid>/root: the token
+        "volumes": [own_token, {"name": "extra", "emptyDir": {}}],
+        "containers": [
+            {"name": "driver", "env": [*steering, {"name": "TZ", "value": "UTC"}],
+             "envFrom": [{"configMapRef": {"name": "evil"}}],
+             "volumeMounts": [{"name": "extra", "mountPath": p} for p in
+                              ("/etc/ld.so.preload", "/opt/spark/conf", "/", "/var", "/var/run/secrets/x", "/usr/lib",
+                               "/tmp/x", "/var/lib/scorestream/checkpoint")] + [{"name": "extra", "mountPath": "/extra"}]},
+            {"name": "side", "image": "busybox", "volumeMounts": [
+                {"name": n, "mountPath": f"/steal/{n}"} for n in ("sa-token", "control", "kafka-client", "config", "mine")]
+             + [{"name": "extra", "mountPath": "/x"}]}],
+        "initContainers": [{"name": "init", "image": "busybox",
+                            "volumeMounts": [{"name": "control", "mountPath": "/c"}]}]}})
+    pod = statefulset(body)["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert not {"shareProcessNamespace", "hostPID", "hostNetwork"} & pod.keys()
+    assert [v["name"] for v in pod["volumes"] if "projected" in v] == ["sa-token"]
+    main, side = pod["containers"]
+    assert main["name"] == "driver" and side["name"] == "side"
+    assert {"name": "sa-token", "mountPath": podtemplate.SA_TOKEN_DIR, "readOnly": True} in main["volumeMounts"]
+    names = {e["name"] for e in main["env"]}
+    assert "TZ" in names and not names & {e["name"] for e in steering} - {"HOME"} and "envFrom" not in main
+    assert [e for e in main["env"] if e["name"] == "HOME"] == [{"name": "HOME", "value": "/tmp"}]  # the operator's
+    assert [m["mountPath"] for m in main["volumeMounts"] if m["name"] == "extra"] == ["/extra"]
+    assert side["volumeMounts"] == [{"name": "extra", "mountPath": "/x"}]
+    assert "volumeMounts" not in pod["initContainers"][0]
+    sa = next(o for o in desired.desired_objects(body) if o["kind"] == "ServiceAccount")
+    assert sa["automountServiceAccountToken"] is False
+    # The executor's template: the same rules, and no token at all.
+    executor = yaml.safe_load(next(o for o in desired.desired_objects(with_templates(executor={"spec": {
+        "containers": [{"name": "executor", "env": steering, "envFrom": [{"secretRef": {"name": "x"}}]}]}}))
+        if o["kind"] == "ConfigMap")["data"][desired.EXECUTOR_TEMPLATE_KEY])
+    assert "env" not in executor["spec"]["containers"][0] and "envFrom" not in executor["spec"]["containers"][0]
+    assert executor["spec"]["automountServiceAccountToken"] is False
+
+
+def test_no_path_sets_the_labels_policies_and_monitoring_select_by():
+    """#30 MED 7: neither spec.spark.conf nor a pod template's labels put app.kubernetes.io/* or
+    scorestream.dev/* on a pod the operator makes (a tenant's executors labelled as Prometheus)."""
+    for key in ("spark.kubernetes.executor.volumes.hostPath.root.mount.path",
+                "spark.kubernetes.executor.secrets.wine-control",
+                "spark.kubernetes.executor.label.app.kubernetes.io/name",
+                "spark.kubernetes.driver.label.app.kubernetes.io/component",
+                "spark.kubernetes.executor.label.scorestream.dev/modelserving"):
+        body = copy.deepcopy(EXAMPLE)
+        body["spec"]["spark"]["conf"] = {key: "prometheus"}
+        with pytest.raises(ValueError, match="is the operator's to set"):
+            s.ModelServingSpec.model_validate(body["spec"])
+    template = {"metadata": {"labels": {"app.kubernetes.io/name": "prometheus", "scorestream.dev/x": "y", "team": "a"}}}
+    body = with_templates(driver=template, executor=template)
+    driver = statefulset(body)["spec"]["template"]["metadata"]["labels"]
+    executor = yaml.safe_load(next(o for o in desired.desired_objects(body) if o["kind"] == "ConfigMap")["data"][
+        desired.EXECUTOR_TEMPLATE_KEY])["metadata"]["labels"]
+    for labels in (driver, executor):
+        assert labels["team"] == "a" and labels.get("app.kubernetes.io/name") != "prometheus" and "scorestream.dev/x" not in labels
+
+
+def test_image_volumes_and_every_container_pass_the_allow_list():
+    allow = ["registry.example.com/*"]
+    for template in ({"spec": {"volumes": [{"name": "m", "image": {"reference": "evil.example/miner:latest"}}]}},
+                     {"spec": {"ephemeralContainers": [{"name": "e", "image": "evil.example/miner:latest"}]}},
+                     {"spec": {"initContainers": [{"name": "i", "image": "evil.example/miner:latest"}]}},
+                     {"spec": {"containers": [{"name": "s", "image": "evil.example/miner:latest"}]}}):
+        for side in ("driver", "executor"):
+            body = with_templates(**{side: template})
+            body["spec"]["spark"]["image"] = "registry.example.com/runtime:1"
+            verdict = images.decide(s.ModelServingSpec.model_validate(body["spec"]), None, allow)
+            assert verdict.reason == "ImageNotAllowed" and "evil.example/miner:latest" in verdict.message, (side, template)
 
 
 def test_the_runtime_image_defaults_to_the_operators_and_the_allow_list_refuses_others():

@@ -25,6 +25,9 @@ import pytest
 
 from scorestream.api import messages
 from scorestream.demo import feed, models
+from scorestream.demo.rss import ProcessTreeMemory
+
+from test_artifact_safety import long_name_bomb, zip_bomb_bytes
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -131,7 +134,25 @@ def bad_records(rng: random.Random) -> list[tuple[str, bytes | None, bytes | Non
         # As large as the broker takes on the data topic: with a dead letter's headers it would not
         # fit, so it goes without its value (header scorestream.value.dropped).
         add("value at the broker's limit", rng.randbytes(BROKER_LIMIT - 200), ("dlq", "decode", ""))
+    for _ in range(2):
+        # #30: a dataType of 600,000 characters is named in the reason; a header of that size made
+        # the dead letter larger than the sink takes, the query failed, and a restart met it again.
+        row = rng.randrange(GOOD)
+        add("600,000-char dataType", json.dumps(_wine(row, dataType="d" * 600_000)).encode(), ("dlq", "route", "dataType"))
+        add("600,000-char dataType, 440 KB key", json.dumps(_wine(row, dataType="k" * 600_000)).encode(),
+            ("dlq", "route", "dataType"), key=rng.randbytes(440_000))
+    for _ in range(2):
+        # A key as large as the broker takes: even without its value the dead letter would not fit,
+        # so it goes without its key too (scorestream.key.dropped).
+        add("key at the broker's limit", b"{", ("dlq", "decode", ""), key=rng.randbytes(BROKER_LIMIT - 400))
+        # Headers as large as the broker takes: the dead letter sheds them (scorestream.headers.dropped).
+        add("headers at the broker's limit", b"{", ("dlq", "decode", ""))
+        OWN_HEADERS[out[-1][1]] = [("big", rng.randbytes(BROKER_LIMIT - 1200)), ("small", b"s")]
     return out
+
+
+# Headers a record is produced with, by its key (the few kinds that carry any).
+OWN_HEADERS: dict[bytes, list[tuple[str, bytes]]] = {}
 
 
 def good_records() -> list[tuple[str, bytes, bytes, tuple]]:
@@ -162,7 +183,8 @@ def produce(bootstrap: str, topic: str, records: list, partitions: int) -> dict[
     for i, (_, key, value, _) in enumerate(records):
         while True:
             try:
-                p.produce(topic, value, key=key, partition=i % partitions, on_delivery=cb(i))
+                p.produce(topic, value, key=key, partition=i % partitions, on_delivery=cb(i),
+                          headers=OWN_HEADERS.get(key))
                 break
             except BufferError:
                 p.poll(0.05)
@@ -210,6 +232,12 @@ def bad_model_messages(rng: random.Random, s, tree_pmml: bytes) -> list[tuple[st
                 "nested too deeply"))
     out.append(("data not base64", key, descriptor("fz-b64", tree_pmml, data="@@not base64@@"), ctype, "fz-b64:1",
                 "not base64"))
+    # Archive bombs, inline (#30): 200 MiB of declared GNU long name in ~200 KB of tar.gz, and
+    # ~200 KB of zip unpacking to 200 MB.
+    for name, archive, part in (("fz-tarbomb", long_name_bomb(200), "long name or pax header"),
+                                ("fz-zipbomb", zip_bomb_bytes(), "unpacks to more than")):
+        out.append((f"archive bomb ({name})", key, models.descriptor(name, "1", "tensorflow", archive).to_json_bytes(),
+                    ctype, f"{name}:1", part))
     return out
 
 
@@ -225,6 +253,7 @@ def test_fuzz_the_running_job(serving, tree_pmml, reference):
     s.publish(models.descriptor("tree", "1", "pmml", tree_pmml))
     job = s.start().wait_ready()
     started = time.monotonic() - t0
+    memory = ProcessTreeMemory(job.proc.pid).start()
 
     records = interleave(rng, good_records(), bad_records(rng))
     half = len(records) // 2
@@ -265,6 +294,7 @@ def test_fuzz_the_running_job(serving, tree_pmml, reference):
 
     table: dict[str, Counter] = defaultdict(Counter)
     reasons: dict[str, Counter] = defaultdict(Counter)
+    shed: dict[str, set] = defaultdict(set)  # what dead letters of a kind went without
     problems = []
     for i, (kind, key, value, expect) in enumerate(records):
         got = outcome[i]
@@ -288,11 +318,27 @@ def test_fuzz_the_running_job(serving, tree_pmml, reference):
             reasons[kind][f"{stage}: {_short(reason)}"] += 1
             if not reason:
                 problems.append(f"{kind} #{i}: dead letter without a reason")
+            own = OWN_HEADERS.get(key, [])
+            size = len(key or b"") + len(value or b"") + sum(len(k) + len(v) for k, v in own)
+            if any(len(v or b"") > 2004 for k, v in (m.headers() or []) if k.startswith("scorestream.")):
+                problems.append(f"{kind} #{i}: a header of the job's over its bound")
+            shed[kind] |= {k.removeprefix("scorestream.") for k in h if k.endswith(".dropped")}
             if "scorestream.value.dropped" in h:
-                if m.value() or int(h["scorestream.value.dropped"]) != len(value) or len(value) < 1_000_000:
+                # Only what could not fit the sink's max.request.size (1,048,576) with the headers.
+                if m.value() or int(h["scorestream.value.dropped"]) != len(value) or size < 1_040_000:
                     problems.append(f"{kind} #{i}: value dropped from a dead letter: {h['scorestream.value.dropped']}")
             elif m.value() != value and not (value is None and not m.value()):
                 problems.append(f"{kind} #{i}: the dead letter is not the record unchanged")
+            if "scorestream.key.dropped" in h:
+                if m.key() is not None or int(h["scorestream.key.dropped"]) != len(key) or len(key) < 1_040_000:
+                    problems.append(f"{kind} #{i}: key dropped from a dead letter: {h['scorestream.key.dropped']}")
+            elif m.key() != key:
+                problems.append(f"{kind} #{i}: the dead letter's key is not the record's")
+            if "scorestream.headers.dropped" in h:
+                if int(h["scorestream.headers.dropped"]) != len(own) or any(not k.startswith("scorestream.") for k in h):
+                    problems.append(f"{kind} #{i}: headers dropped from a dead letter: {h['scorestream.headers.dropped']}")
+            elif own and [(k, v) for k, v in (m.headers() or []) if not k.startswith("scorestream.")] != own:
+                problems.append(f"{kind} #{i}: the dead letter lost the record's own headers")
             if expect[0] == "out":
                 problems.append(f"{kind} #{i}: dead-lettered ({stage}: {reason}), expected scored")
             elif expect[0] == "dlq":
@@ -321,7 +367,14 @@ def test_fuzz_the_running_job(serving, tree_pmml, reference):
     assert {(o["model"]["name"], o["model"]["version"]) for o in tail} == {("tree", "1")} and len(tail) == 5
 
     _print_table(table, reasons, model_rows, rejected_total, time.monotonic() - t0, started)
+    memory.stop()
+    print(f"peak RSS of the job (MB, by kind of process): {memory.peaks_mb()}")
     assert not problems, "\n".join(problems[:30])
+    # What could not fit the sink was shed, in its order, and nothing else was.
+    assert {k: v for k, v in shed.items() if v} == {
+        "value at the broker's limit": {"value.dropped"},
+        "key at the broker's limit": {"value.dropped", "headers.dropped", "key.dropped"},
+        "headers at the broker's limit": {"value.dropped", "headers.dropped"}}, shed
     assert len(rejected) == len(bad_models) and rejected_total == len(bad_models)
     assert job.stop() == 0
 

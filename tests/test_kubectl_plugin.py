@@ -374,3 +374,15 @@ async def test_version_list_suspend_resume_check(api, kube):
 
     bad = await plugin(admin, "promote", "wine", "-n", api.ns, "--timeout=soon", check=False)
     assert bad.returncode == 2 and "'soon' is not a duration" in bad.stderr
+
+def test_names_and_reasons_reach_the_terminal_without_their_escapes(capsys):
+    """#30 LOW: a model name or a rejection reason is a tenant's or a models-topic writer's text;
+    the human output escapes control characters (colours, cursor moves, a title change, bidi)."""
+    from scorestream import kubectl_plugin as plugin
+
+    evil = "tree\x1b]0;owned\x07\x1b[2J\u202e1.0\x9b31m"
+    shown = plugin.printable(f"serving {evil}\nreason:\t{evil}")
+    assert "\x1b" not in shown and "\x07" not in shown and "\u202e" not in shown and "\x9b" not in shown
+    assert shown == ("serving tree\\x1b]0;owned\\x07\\x1b[2J\\u202e1.0\\x9b31m\n"
+                     "reason:\ttree\\x1b]0;owned\\x07\\x1b[2J\\u202e1.0\\x9b31m")
+    assert plugin.printable("wine · ümlaut 🍷") == "wine · ümlaut 🍷"

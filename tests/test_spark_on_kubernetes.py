@@ -10,6 +10,7 @@ else asked), and that stopping the session deletes them."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import subprocess
 import sys
@@ -49,13 +50,9 @@ EXECUTOR_TEMPLATE = {
 }
 
 
-def _rules_allow(rules: list[dict], verb: str, resource: str) -> bool:
-    return any(resource in r["resources"] and verb in r["verbs"] and r["apiGroups"] == [""] for r in rules)
-
-
-@pytest.mark.timeout(300)
-async def test_the_driver_asks_the_api_server_for_its_executors_with_its_own_service_account(
-        api, job, broker, topics, tmp_path):
+async def operated_driver(api, job, broker, topics) -> tuple[dict, dict, JobConfig]:
+    """The operator applies a resource with the executor template (two executors): the driver pod,
+    the job's ConfigMap data and its configuration."""
     create_topics(broker.bootstrap, {topics["dataTopic"]: 2})
     op = Operator(api, operator_config(api, observeInterval=0.5, endpointTemplate=job.url))
     await op.start()
@@ -63,15 +60,19 @@ async def test_the_driver_asks_the_api_server_for_its_executors_with_its_own_ser
         await apply(api, resource(topics, broker, replicas=2, executor={"podTemplate": EXECUTOR_TEMPLATE}))
         pod = await driver_pod(api)
         data = obj(api, "v1/configmaps", "wine-job")["data"]
-        config = JobConfig.model_validate_json(data["job.json"])
+        return pod, data, JobConfig.model_validate_json(data["job.json"])
     finally:
         await op.stop()
 
+
+async def start_driver(api, tmp_path, config: JobConfig, data: dict) -> subprocess.Popen:
+    """The job's SparkSession from the configuration the operator rendered (`config`, and the
+    executor template of its ConfigMap `data`), as the driver pod would start it, but here: client
+    mode against the tests' API server with the driver ServiceAccount's token. Started when this
+    returns; it stops when its stdin is closed."""
     names = desired.Names("wine", api.ns)
     token = tmp_path / "token"
     token.write_text(api.cluster.token(api.ns, names.service_account))
-    # The executor template as the driver pod has it (the ConfigMap mounted at CONFIG_DIR), here.
-    assert config.spark.conf["spark.kubernetes.executor.podTemplateFile"] == desired.EXECUTOR_TEMPLATE_FILE
     template = tmp_path / desired.EXECUTOR_TEMPLATE_KEY
     template.write_text(data[desired.EXECUTOR_TEMPLATE_KEY])
     conf = {
@@ -88,18 +89,37 @@ async def test_the_driver_asks_the_api_server_for_its_executors_with_its_own_ser
     }
     config = config.model_copy(update={"spark": config.spark.model_copy(update={
         "master": f"k8s://{api.cluster.server}", "conf": conf})})
-    started = time.monotonic()
     driver = subprocess.Popen([sys.executable, "-c", DRIVER, config.model_dump_json(by_alias=True)],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(tmp_path / "driver.log", "wb"),
                               text=True, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+    line = await asyncio.wait_for(asyncio.to_thread(driver.stdout.readline), 180)
+    if line != "started\n":
+        driver.kill()
+        raise AssertionError((tmp_path / "driver.log").read_text()[-3000:])
+    return driver
+
+
+def executor_pods(api) -> list[dict]:
+    return [p for p in api.request("GET", api.path("v1/pods") + "?labelSelector=spark-role=executor")["items"]
+            if not p["metadata"].get("deletionTimestamp")]
+
+
+def _rules_allow(rules: list[dict], verb: str, resource: str) -> bool:
+    return any(resource in r["resources"] and verb in r["verbs"] and r["apiGroups"] == [""] for r in rules)
+
+
+@pytest.mark.timeout(300)
+async def test_the_driver_asks_the_api_server_for_its_executors_with_its_own_service_account(
+        api, job, broker, topics, tmp_path):
+    pod, data, config = await operated_driver(api, job, broker, topics)
+
+    names = desired.Names("wine", api.ns)
+    # The executor template as the driver pod has it (the ConfigMap mounted at CONFIG_DIR), here.
+    assert config.spark.conf["spark.kubernetes.executor.podTemplateFile"] == desired.EXECUTOR_TEMPLATE_FILE
+    started = time.monotonic()
+    driver = await start_driver(api, tmp_path, config, data)
     try:
-        line = await asyncio.wait_for(asyncio.to_thread(driver.stdout.readline), 180)
-        assert line == "started\n", (tmp_path / "driver.log").read_text()[-3000:]
-
-        def executors():
-            return [p for p in api.request("GET", api.path("v1/pods") + "?labelSelector=spark-role=executor")["items"]
-                    if not p["metadata"].get("deletionTimestamp")]
-
+        executors = functools.partial(executor_pods, api)
         pods = await until(lambda: len(executors()) == 2 and executors(), timeout=60, what="two executor pods")
         seconds = time.monotonic() - started
         for p in pods:
@@ -144,3 +164,42 @@ async def test_the_driver_asks_the_api_server_for_its_executors_with_its_own_ser
         assert code == 403 or _rules_allow(desired.DRIVER_RULES, verb, res), (verb, res)
     print(f"\nSpark on Kubernetes: 2 executor pods (from the executor pod template) requested by the driver's ServiceAccount "
           f"{seconds:.1f} s after the driver started; its calls: {sorted({(v, r) for v, r, _ in calls})}")
+
+
+@pytest.mark.timeout(300)
+async def test_driver_and_executor_pods_are_admitted_where_pod_security_restricted_is_enforced(
+        api, job, broker, topics, tmp_path):
+    """#30 MED 6: in a namespace enforcing Pod Security `restricted` (as SECURITY.md recommends),
+    the API server admits the driver pod (made by the StatefulSet controller from the operator's
+    template) and the executor pods as Spark builds them (the operator's executor template plus
+    what Spark adds), with and without a tenant's executor template. Spark adds no securityContext
+    of its own: before, every executor pod was refused."""
+    api.request("PATCH", f"/api/v1/namespaces/{api.ns}", {"metadata": {"labels": {
+        "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}},
+        content_type="application/merge-patch+json")
+    pod, data, config = await operated_driver(api, job, broker, topics)
+    spec = pod["spec"]
+    # The ServiceAccount's token is in the driver's main container only, projected.
+    assert spec["automountServiceAccountToken"] is False
+    (main,) = [c for c in spec["containers"] if c["name"] == desired.DRIVER_CONTAINER]
+    assert {"name": "sa-token", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
+            "readOnly": True} in main["volumeMounts"]
+
+    driver = await start_driver(api, tmp_path, config, data)
+    try:
+        pods = await until(lambda: len(executor_pods(api)) == 2 and executor_pods(api), timeout=90,
+                           what="two executor pods admitted under Pod Security restricted")
+        for p in pods:
+            assert p["spec"]["securityContext"]["runAsNonRoot"] is True
+            (main,) = [c for c in p["spec"]["containers"] if c["name"] == desired.EXECUTOR_CONTAINER]
+            assert main["securityContext"] == desired.CONTAINER_SECURITY
+            assert p["spec"].get("automountServiceAccountToken") is False
+    finally:
+        driver.stdin.close()
+        try:
+            driver.wait(60)
+        except subprocess.TimeoutExpired:
+            driver.kill()
+    refused = [e for e in api.request("GET", api.path("v1/events"))["items"]
+               if "violates PodSecurity" in (e.get("message") or "")]
+    assert not refused, [e["message"] for e in refused]

@@ -78,7 +78,8 @@ def test_every_key_the_operator_renders_is_owned():
 
 
 @pytest.mark.parametrize("key", ["sasl.password", "sasl.jaas.config", "ssl.key.password", "ssl.keystore.password",
-                                 "ssl.truststore.password", "sasl.oauthbearer.client.secret", "ssl.key.pem"])
+                                 "ssl.truststore.password", "sasl.oauthbearer.client.secret", "ssl.key.pem",
+                                 "sasl.oauthbearer.assertion.private.key.passphrase"])
 def test_kafka_passwords_are_refused_and_never_echoed(key):
     cel, py = verdicts(with_settings(properties={"security.protocol": "SASL_SSL", key: SECRET_VALUE}))
     want = f"kafka.properties key '{key}' carries a secret: put it in the Secret"
@@ -89,7 +90,8 @@ def test_kafka_passwords_are_refused_and_never_echoed(key):
 
 @pytest.mark.parametrize("key", ["plugin.library.paths", "sasl.oauthbearer.token.endpoint.url", "ssl.engine.location",
                                  "sasl.login.callback.handler.class", "sasl.client.callback.handler.class",
-                                 "sasl.kerberos.kinit.cmd", "interceptor.classes", "sasl.oauthbearer.jwks.endpoint.url"])
+                                 "sasl.kerberos.kinit.cmd", "interceptor.classes", "sasl.oauthbearer.jwks.endpoint.url",
+                                 "sasl.kerberos.keytab", "sasl.kerberos.service.name"])
 def test_kafka_settings_that_load_code_or_call_out_are_refused(key):
     cel, py = verdicts(with_settings(properties={key: "/tmp/x.so"}))
     want = f"kafka.properties key '{key}' loads code, runs a command or calls out"
@@ -155,6 +157,7 @@ def test_the_operator_reads_its_kafka_secret():
     (f"sasl.username=scorer\n{SECRET_VALUE}\n", "line 2 has no '='"),
     ("sasl.oauthbearer.token.endpoint.url=http://169.254.169.254/\n", "sasl.oauthbearer.token.endpoint.url"),
     ("plugin.library.paths=/tmp/evil.so\n", "plugin.library.paths"),
+    ("sasl.kerberos.keytab=/etc/scorestream/control/token\n", "sasl.kerberos.keytab"),  # #30 LOW
 ])
 def test_the_operator_refuses_a_secret_it_must_not_use_without_quoting_it(text, why):
     with pytest.raises(LookupError) as e:

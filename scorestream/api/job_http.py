@@ -169,6 +169,10 @@ class Executors(_Answer):
 MAX_EXECUTORS = 1000
 # The largest request body the job reads ({"total": N} is a dozen bytes).
 MAX_REQUEST_BYTES = 4096
+# The largest answer the operator reads from a job. The job's own answers are far smaller (50
+# rejections, a few dataTypes with their history); whatever binds the job's port is a tenant's, and
+# the operator is shared: a larger answer is refused before more of it is read.
+MAX_ANSWER_BYTES = 1024 * 1024
 
 
 class ScaleRequest(_Answer):

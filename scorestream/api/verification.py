@@ -226,7 +226,10 @@ FailureKind = Literal["no prediction", "NaN", "off", "unreadable"]
 
 
 class RecordFailure(BaseModel):
-    """One record that failed, and how."""
+    """One record that failed, and how. It names the record, the field and the kind of failure and
+    gives numeric differences only: the records and the expected values may come from a fetched
+    sample or artifact, and whatever a rejection shows (status, Events, /models, logs) is readable
+    by whoever published the model, who need not be who may read what the driver fetched."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -234,19 +237,16 @@ class RecordFailure(BaseModel):
     record: int  # 1-based, in its set
     kind: FailureKind
     field: str | None = None  # the output compared
-    expected: float | str | None = None
-    actual: float | str | None = None
-    difference: float | None = None  # actual - expected
+    difference: float | None = None  # actual - expected, when both are numbers
     allowed: float | None = None  # the largest |difference| accepted
-    detail: str | None = None  # the scorer's reason (stage: error)
+    detail: str | None = None  # the scorer's stage, or the job's own words; never the record's
 
     def describe(self) -> str:
         where = f"record {self.record}"
         if self.kind == "off":
             if self.difference is not None:
-                return (f"{where}: {self.field} expected {_num(self.expected)}, got {_num(self.actual)} "
-                        f"(off by {_num(self.difference)}, allowed {_num(self.allowed)})")
-            return f"{where}: {self.field} expected {self.expected!r}, got {self.actual!r}"
+                return f"{where}: {self.field} off by {_num(self.difference)} (allowed {_num(self.allowed)})"
+            return f"{where}: {self.field} is not the expected label"
         if self.kind == "NaN":
             return f"{where}: {self.field or 'prediction'} is NaN"
         return f"{where}: {self.kind}" + (f" ({self.detail})" if self.detail else "")

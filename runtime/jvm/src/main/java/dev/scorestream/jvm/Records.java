@@ -29,11 +29,10 @@ public final class Records {
   static final String HEADER_PREFIX = "scorestream.";
 
   /**
-   * The most a written record's key and value may hold together. Kafka's default limits (the
-   * producer's max.request.size, 1,048,576; the broker's message.max.bytes, 1,048,588) also count
-   * headers and batch framing: a record the data topic took at its limit no longer fits once a
-   * dead letter's headers are added, and the sink's RecordTooLargeException fails the whole query,
-   * so one record could stop the job. Below this bound there is room for the headers.
+   * The most a prediction record's key and value may hold together: a prediction repeats the
+   * record's key, and one over Kafka's default limits (the producer's max.request.size, 1,048,576)
+   * would fail the sink and with it the query. Dead letters are bounded by the sink's own setting
+   * instead (Scorer.sinkRows).
    */
   static final int MAX_RECORD_BYTES = 1_000_000;
   // Formatting doubles is much of writing a prediction record: Jackson's fast writer (Schubfach)
@@ -210,17 +209,12 @@ public final class Records {
 
   /**
    * A dead letter as the sink writes it: a null value keeps the record's own. One too large to
-   * write with the headers goes without its value (empty), with header {@code value.dropped} = its
-   * length in bytes; the source headers say where the record itself still is.
+   * write with the headers sheds its value, its own headers, then its key ({@link
+   * Scorer#sinkRows}); the source headers say where the record itself still is.
    */
   static Row deadLetter(String topic, Source src, String stage, String reason, String route, long batchId) {
-    List<Row> h = deadHeaders(src, stage, reason, route, batchId);
-    byte[] value = null;
-    if (keyBytes(src) + Math.max(src.valueBytes, 0) > MAX_RECORD_BYTES) {
-      value = new byte[0];
-      h.add(header("value.dropped", Integer.toString(src.valueBytes)));
-    }
-    return RowFactory.create(topic, value, h, null);
+    // A null value keeps the record's own; what does not fit the sink is shed by Scorer.sinkRows.
+    return RowFactory.create(topic, null, deadHeaders(src, stage, reason, route, batchId), null);
   }
 
   /** The headers a dead letter adds to the record's own: why, where, which model, which batch. */
@@ -236,8 +230,22 @@ public final class Records {
     return h;
   }
 
-  private static Row header(String name, String value) {
-    return RowFactory.create(HEADER_PREFIX + name, value == null ? null : value.getBytes(StandardCharsets.UTF_8));
+  /**
+   * The most characters of a header the job writes: a reason can name a record's dataType or
+   * field, which are the producer's to choose (a 600,000-character dataType made a dead letter
+   * larger than the sink takes). Four bytes a character at most in UTF-8.
+   */
+  static final int MAX_HEADER_CHARS = 500;
+
+  static Row header(String name, String value) {
+    return RowFactory.create(HEADER_PREFIX + name, value == null ? null : bounded(value).getBytes(StandardCharsets.UTF_8));
+  }
+
+  static String bounded(String value) {
+    if (value.length() <= MAX_HEADER_CHARS) return value;
+    int cut = MAX_HEADER_CHARS - 1;
+    if (Character.isHighSurrogate(value.charAt(cut - 1))) cut--; // never half a character
+    return value.substring(0, cut) + "\u2026";
   }
 
   /** ISO-8601 UTC with milliseconds; the part up to the second is formatted once per second. */

@@ -122,21 +122,71 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
 
   /** Spark's Kafka sink, a batch write of {@link #sinkRows}. */
   public static void write(Dataset<Row> scored, Map<String, String> sinkOptions) {
-    sinkRows(scored).write().format("kafka").options(sinkOptions).save();
+    sinkRows(scored, maxRequestBytes(sinkOptions)).write().format("kafka").options(sinkOptions).save();
   }
+
+  /** The sink producer's max.request.size: its own setting, else Kafka's default. */
+  public static int maxRequestBytes(Map<String, String> sinkOptions) {
+    String v = sinkOptions.get("kafka.max.request.size");
+    try {
+      return v == null ? DEFAULT_MAX_REQUEST_BYTES : Integer.parseInt(v.trim());
+    } catch (NumberFormatException e) {
+      return DEFAULT_MAX_REQUEST_BYTES; // the producer refuses it at its start anyway
+    }
+  }
+
+  static final int DEFAULT_MAX_REQUEST_BYTES = 1_048_576;
+  // Room per record (the batch's and the record's framing) and per header (its varints): what the
+  // producer counts besides the bytes of keys and values, with a margin.
+  static final int RECORD_FRAMING_BYTES = 1024;
+  static final int HEADER_FRAMING_BYTES = 16;
 
   /**
    * What Spark's Kafka sink writes of scored rows: each row to the topic the scorer chose; a dead
-   * letter keeps its value and its own headers and gains the scorer's.
+   * letter keeps its value and its own headers and gains the scorer's. A dead letter that would
+   * not fit the sink's {@code max.request.size} (key, value and every header counted) sheds what
+   * it must, in this order, each named by a header: its value ({@code value.dropped} = its bytes),
+   * then its own headers ({@code headers.dropped} = how many), then its key ({@code key.dropped} =
+   * its bytes). The scorer's own headers are bounded (Records.MAX_HEADER_BYTES), so every dead
+   * letter fits and no record, of any size, fails the sink and with it the query.
    */
-  public static Dataset<Row> sinkRows(Dataset<Row> scored) {
+  public static Dataset<Row> sinkRows(Dataset<Row> scored, int maxRequestBytes) {
     Column r = col("r");
-    Column own = functions.coalesce(col("headers"), functions.array().cast(HEADERS_DDL));
-    return scored.select(
+    Dataset<Row> rows = scored.select(
         r.getField("topic").as("topic"),
         col("key"),
         functions.coalesce(r.getField("value"), col("value")).as("value"),
-        functions.when(r.getField("deadHeaders").isNotNull(), functions.concat(own, r.getField("deadHeaders"))).as("headers"));
+        functions.coalesce(col("headers"), functions.array().cast(HEADERS_DDL)).as("own"),
+        r.getField("deadHeaders").as("dead"));
+    long budget = (long) maxRequestBytes - RECORD_FRAMING_BYTES;
+    String headerBytes = "aggregate(%s, 0L, (a, h) -> a + " + HEADER_FRAMING_BYTES
+        + " + coalesce(octet_length(h.key), 0) + coalesce(octet_length(h.value), 0))";
+    Dataset<Row> sized = rows.select(col("topic"), col("key"), col("value"), col("own"), col("dead"),
+        functions.expr("coalesce(octet_length(key), 0)").as("kB"),
+        functions.expr("coalesce(octet_length(value), 0)").as("vB"),
+        functions.expr(String.format(headerBytes, "own")).as("oB"),
+        functions.expr(String.format(headerBytes, "coalesce(dead, array())")).as("dB"));
+    Column level = functions.expr("CASE WHEN dead IS NULL OR kB + vB + oB + dB <= " + budget + " THEN 0"
+        + " WHEN kB + oB + dB + 64 <= " + budget + " THEN 1"
+        + " WHEN kB + dB + 128 <= " + budget + " THEN 2 ELSE 3 END");
+    Dataset<Row> leveled = sized.withColumn("level", level);
+    return leveled.select(
+        col("topic"),
+        functions.expr("CASE WHEN level = 3 THEN CAST(NULL AS BINARY) ELSE key END").as("key"),
+        functions.expr("CASE WHEN level >= 1 THEN X'' ELSE value END").as("value"),
+        functions.expr("CASE WHEN dead IS NULL THEN NULL"
+            + " WHEN level = 0 THEN concat(own, dead)"
+            + " WHEN level = 1 THEN concat(own, dead, array(" + marker("value.dropped", "vB") + "))"
+            + " WHEN level = 2 THEN concat(dead, array(" + marker("value.dropped", "vB") + ", "
+            + marker("headers.dropped", "size(own)") + "))"
+            + " ELSE concat(dead, array(" + marker("value.dropped", "vB") + ", "
+            + marker("headers.dropped", "size(own)") + ", " + marker("key.dropped", "kB") + ")) END")
+            .cast(HEADERS_DDL).as("headers"));
+  }
+
+  private static String marker(String name, String bytes) {
+    return "named_struct('key', '" + Records.HEADER_PREFIX + name + "', 'value', CAST(CAST(" + bytes
+        + " AS STRING) AS BINARY))";
   }
 
   private static Column[] columns(String[] names) {
