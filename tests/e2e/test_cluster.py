@@ -297,7 +297,9 @@ def test_a_tensorflow_modelserving_on_a_real_node(cluster):
     keras = data_uri(models.keras_savedmodel_zip(rows, epochs=2), "application/zip")
     ms = modelserving("wine-tf", f"localhost/{images.IMAGES['runtime'].name}:{images.VERSION}",
                       {"name": "wine-keras", "version": "1", "format": "tensorflow", "uri": keras}, topics,
-                      c.broker.bootstrap)
+                      c.broker.bootstrap,
+                      # a TensorFlow model takes its inputs in order: the record's fields, named
+                      input={"format": "json", "fields": list(feed.WINE_COLUMNS[:11])})
     try:
         with c.step("TF: kubectl apply -> Ready"):
             c.kubectl("apply", "-f", "-", input=yaml.safe_dump(ms))
