@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 from scorestream.api.verification import (
     MAX_FAILURES_KEPT,
+    BadSample,
     JvmAnswer,
     JvmRequest,
     Outcome,
@@ -561,7 +562,8 @@ def cli(args: argparse.Namespace) -> int:
 
             reason = tf_model.check(model_of("verification"), len(inputs))
         except Exception as e:  # whatever TensorFlow raised: the model is bad
-            reason = f"tensorflow model does not load: {type(e).__name__}: {_first_line(e)}"
+            shown = _first_line(e)  # the type alone where the text may quote the model
+            reason = f"tensorflow model does not load: {shown if shown == type(e).__name__ else f'{type(e).__name__}: {shown}'}"
         if reason is not None:
             report = _failed(str(path), "tensorflow", reason, started, args.timeout)
         else:

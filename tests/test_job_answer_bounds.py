@@ -141,8 +141,8 @@ def test_the_status_says_so():
     error = f"GET /readyz answered more than {h.MAX_ANSWER_BYTES} bytes"
     observed = status.Observed(generation=1, spec=spec, driver=status.DriverState(exists=True, ready=True),
                                job=status.JobReport(error=error))
-    degraded = next(c for c in status.compute("wine", "ml", observed, None)["conditions"] if c["type"] == "Degraded")
-    assert (degraded["status"], degraded["reason"], degraded["message"]) == ("True", "JobAnswerInvalid", error)
+    degraded = next(c for c in status.compute("wine", "ml", observed, None).conditions if c.type == "Degraded")
+    assert (degraded.status, degraded.reason, degraded.message) == ("True", "JobAnswerInvalid", error)
 
 
 def test_what_the_job_says_is_bounded_before_it_reaches_the_status():
@@ -152,5 +152,5 @@ def test_what_the_job_says_is_bounded_before_it_reaches_the_status():
     fake.rejected = [h.Rejection(model=f"m:{i}", dataType="wine", reason="r" * 10_000, at=1.7e9) for i in range(200)]
     report = observer.job_report_from(h.Readiness(ready=True, reason="serving"), h.Stats.model_validate_json(
         asyncio.run(fake.stats(None)).body), h.Models(serving={}, candidates={}, rejected=fake.rejected))
-    assert len(report.rejected) == 50 and report.rejected[-1]["model"] == "m:199"
-    assert {len(r["reason"]) for r in report.rejected} == {1000}
+    assert len(report.rejected) == 50 and report.rejected[-1].model == "m:199"
+    assert {len(r.reason) for r in report.rejected} == {1000}

@@ -151,7 +151,8 @@ def test_cli_verifies_an_optimized_graph_from_a_csv_sample_and_reports_a_load_fa
     assert cli.main(["verify", str(graph), "--sample", str(sample), *common]) == 1
     out = capsys.readouterr().out
     assert out.startswith("FAIL") and len(out.splitlines()) == 2, out
-    assert "tensorflow model does not load: ValueError: frozen graph is not a binary GraphDef" in out, out
+    # once, as a load failure; TensorFlow's and the graph's own text may quote the file (#30): the type only
+    assert out.splitlines()[1].strip() == "tensorflow model does not load: ValueError", out
 
 
 @pytest.mark.spark
