@@ -254,6 +254,10 @@ def build(targets: list[str], base: str | None = None) -> dict[str, Path]:
             eng.save(image.ref, partial)
             partial.replace(archive)
             print(f"built {image.ref} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+            # a gigabyte or more each: an image keeps its newest archive only
+            for older in cache().glob(f"{image.name}-{VERSION}-*.oci.tar*"):
+                if not older.name.startswith(archive.name):
+                    older.unlink(missing_ok=True)
         out[target] = archive
         print(f"{image.ref:<45} {human(unpacked_size(archive)):>9} unpacked  {human(archive.stat().st_size):>9} archive  {archive}")
     return out
