@@ -92,8 +92,9 @@ class Buildah:
             return None
 
     def build(self, target: str, ref: str, build_args: dict[str, str], pull: bool) -> None:
-        args = [f"--build-arg={k}={v}" for k, v in {**build_args, **_local_ca_args()}.items()]
-        mounts = [f"--volume={host}:{inside}:ro" for host, inside in LOCAL_CA_MOUNTS.items()] if _local_ca_args() else []
+        local_ca = _local_ca_args()
+        args = [f"--build-arg={k}={v}" for k, v in {**build_args, **local_ca}.items()]
+        mounts = [f"--volume={host}:{inside}:ro" for host, inside in LOCAL_CA_MOUNTS.items()] if local_ca else []
         # The host's network for RUN steps: they fetch from PyPI, Debian and Maven Central.
         self("bud", "--layers", "--network=host", f"--pull={'true' if pull else 'never'}", "--target", target,
              "-t", ref, *args, *mounts, "-f", str(REPO / "Dockerfile"), str(REPO), capture=False)

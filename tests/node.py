@@ -184,6 +184,7 @@ class Node:
     dir: Path | None = None
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     before: HostState | None = None
+    import_seconds: dict[str, float] = field(default_factory=dict)  # archive name -> seconds
 
     @property
     def netns(self) -> str:
@@ -368,7 +369,6 @@ class Node:
         self.ctr("images", "import", "--no-unpack=false", str(archive), timeout=900)
         self.import_seconds[archive.name] = time.monotonic() - started
 
-    import_seconds: dict[str, float] = field(default_factory=dict)
 
     def ctr(self, *args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
         return _run("ctr", "--address", str(self.socket), "--namespace", "k8s.io", *args, check=check, timeout=timeout)
