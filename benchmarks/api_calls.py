@@ -1,8 +1,8 @@
 """The operator's API calls per ModelServing per minute, at rest and during a rollout, counted in the
-audit log of the tests' real API server (tests/kube_cluster.py).
+audit log of the tests' real API server (tests/harness/cluster.py).
 
 One operator process (the chart's ServiceAccount, the operator's default intervals unless told),
-one ModelServing, the job answered by the tests' typed stand-in (tests/fake_job.py), a real broker
+one ModelServing, the job answered by the tests' typed stand-in (tests/harness/fake_job.py), a real broker
 for the models topic. At rest: the job Ready and serving spec.model. During a rollout: spec.model
 changed and published, the job not taking it over yet (ModelReady RollingOut, the rollout timer
 polling).
@@ -22,11 +22,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from scorestream.demo.broker import EmbeddedBroker, create_topics  # noqa: E402
+from scorestream.tools.local.broker import EmbeddedBroker, create_topics  # noqa: E402
 
-from fake_job import FakeJob, application, secret_token, served  # noqa: E402
-from kube_cluster import ControlPlane  # noqa: E402
-from operator_harness import Api, Operator, apply, condition, helm_install, operator_config, resource, until  # noqa: E402
+from harness.fake_job import FakeJob, application, secret_token, served  # noqa: E402
+from harness.cluster import ControlPlane  # noqa: E402
+from harness.operator import Api, Operator, apply, condition, helm_install, operator_config, resource, until  # noqa: E402
 
 
 def calls(kube: ControlPlane, subject: str, namespace: str) -> list[tuple[str, str]]:

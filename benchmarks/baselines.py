@@ -8,8 +8,8 @@ import json
 import multiprocessing as mp
 import time
 
-from scorestream.demo import feed
-from scorestream.demo.broker import create_topics
+from scorestream.tools.demo import feed
+from scorestream.tools.local.broker import create_topics
 
 
 def _consume_produce(bootstrap: str, topic: str, out: str, partitions: list[int], n: int, score, result) -> None:

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 
 from jvm_build import bench_jar
-from scorestream.demo import feed, models
+from scorestream.tools.demo import feed, models
 from scorestream.runtime import jvm
 
 

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scorestream.demo.rss import process_tree
+from scorestream.tools.local.rss import process_tree
 
 TICK = os.sysconf("SC_CLK_TCK")
 # Threads by the names HotSpot, Spark and Kafka's clients give them (15 characters reach /proc's

@@ -14,7 +14,7 @@ import statistics
 import time
 from datetime import datetime
 
-from scorestream.demo import feed
+from scorestream.tools.demo import feed
 
 import topics as kafka
 

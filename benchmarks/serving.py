@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 
 from scorestream.config import REAL_TIME_MIN_SECONDS, JobConfig, SparkConfig, duration_seconds
-from scorestream.demo import feed
-from scorestream.demo.broker import free_port
-from scorestream.demo.process import JobProcess
+from scorestream.tools.demo import feed
+from scorestream.tools.local.broker import free_port
+from scorestream.tools.local.process import JobProcess
 
 
 def default_trigger() -> str:

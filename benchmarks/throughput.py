@@ -53,8 +53,8 @@ import latency
 import serving
 import topics as kafka
 from scorestream import jars
-from scorestream.demo import feed, models
-from scorestream.demo.broker import EmbeddedBroker
+from scorestream.tools.demo import feed, models
+from scorestream.tools.local.broker import EmbeddedBroker
 
 PARTS = ("raw", "a", "K", "pmml", "tf", "rt", "K-latency", "pmml-latency", "rt-latency", "counting")
 ALIASES = {"latency": ("K-latency", "pmml-latency", "rt-latency"), "all": PARTS}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from scorestream.demo import feed
-from scorestream.demo.broker import create_topics
+from scorestream.tools.demo import feed
+from scorestream.tools.local.broker import create_topics
 
 # Outputs are stamped by the broker when appended: the end of every measured interval.
 LOG_APPEND = {"message.timestamp.type": "LogAppendTime"}

@@ -309,7 +309,7 @@ def dist(out: Path, base: str | None = None) -> list[Path]:
     archives = build(list(IMAGES), base)
     out.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(REPO / "tests"))
-    import helm as helm_tool
+    from harness import helm as helm_tool
 
     files = []
     for target, archive in archives.items():

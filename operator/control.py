@@ -12,7 +12,8 @@ import binascii
 import secrets
 from typing import Any
 
-from scorestream.operator.desired import CONTROL_TOKEN_KEY, Names, control_secret
+from scorestream.naming import Names
+from scorestream.operator.desired import CONTROL_TOKEN_KEY, control_secret
 from scorestream.operator.kube import Kube
 
 

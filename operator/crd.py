@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from scorestream import naming
 from scorestream.operator import spec as s
 
 CRD_PATH = Path(__file__).resolve().parent.parent / "crds" / "modelserving.yaml"
@@ -102,11 +103,11 @@ def generate() -> dict[str, Any]:
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {
-            "name": f"{s.PLURAL}.{s.GROUP}",
+            "name": f"{s.PLURAL}.{naming.GROUP}",
             "labels": {"app.kubernetes.io/name": "scorestream", "app.kubernetes.io/part-of": "scorestream"},
         },
         "spec": {
-            "group": s.GROUP,
+            "group": naming.GROUP,
             "scope": "Namespaced",
             "names": {
                 "kind": s.KIND, "listKind": f"{s.KIND}List", "plural": s.PLURAL, "singular": s.SINGULAR,

@@ -27,19 +27,10 @@ DRIVER_CONTAINER = "driver"
 EXECUTOR_CONTAINER = "executor"
 KAFKA_SECRET_DIR = "/etc/scorestream/kafka"
 CHECKPOINT_DIR = "/var/lib/scorestream"
-# The job's control port (every endpoint; POST /executors with the token): the operator's.
-HTTP_PORT = 8080
-# The job's read-only port (/metrics, /stats, /models, /healthz, /readyz): monitoring's and the probes'.
-METRICS_PORT = 9090
 # The control token: a Secret the operator makes per resource (never rendered here: its value is
 # random, made once), mounted into the driver only.
 CONTROL_SECRET_DIR = "/etc/scorestream/control"
 CONTROL_TOKEN_KEY = "token"
-# The operator's pods (the chart's selector labels) and Prometheus's (the Prometheus Operator's
-# label): who the NetworkPolicy admits to the control and metrics ports.
-OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "scorestream", "app.kubernetes.io/component": "operator"}
-DRIVER_PORT = 7078
-BLOCK_MANAGER_PORT = 7079
 # The uid of the Spark images' `spark` user, which the runtime image keeps.
 RUN_AS_USER = 185
 # The driver's and every executor's hardening: what Pod Security `restricted` asks, and a read-only root.
@@ -47,7 +38,6 @@ POD_SECURITY = {"runAsNonRoot": True, "runAsUser": RUN_AS_USER, "runAsGroup": RU
                 "seccompProfile": {"type": "RuntimeDefault"}}
 CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}}
 IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"
-CONFIG_HASH_ANNOTATION = "scorestream.dev/config-hash"
 
 # What Spark's Kubernetes scheduler backend does as the driver in client mode, and nothing more:
 # executor pods (create on allocation, watch and list for state, delete on scale-down, deletecollection
@@ -61,63 +51,6 @@ DRIVER_RULES = [
 ]
 
 
-@dataclass(frozen=True)
-class Names:
-    """Every child object's name, from the resource's name."""
-
-    name: str
-    namespace: str
-
-    @property
-    def config(self) -> str:
-        return f"{self.name}-job"
-
-    @property
-    def control_secret(self) -> str:
-        """The Secret holding the job's control token."""
-        return f"{self.name}-control"
-
-    @property
-    def service_account(self) -> str:
-        return f"{self.name}-driver"
-
-    @property
-    def driver(self) -> str:
-        """The StatefulSet, its headless Service, Role and RoleBinding."""
-        return f"{self.name}-driver"
-
-    @property
-    def driver_pod(self) -> str:
-        return f"{self.driver}-0"
-
-    @property
-    def driver_host(self) -> str:
-        return f"{self.driver_pod}.{self.driver}.{self.namespace}.svc"
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://{self.driver_host}:{HTTP_PORT}"
-
-
-def labels(name: str, component: str = "driver") -> dict[str, str]:
-    return {
-        "app.kubernetes.io/name": "scorestream",
-        "app.kubernetes.io/instance": name,
-        "app.kubernetes.io/component": component,
-        "app.kubernetes.io/managed-by": "scorestream-operator",
-        "scorestream.dev/modelserving": name,
-    }
-
-
-def selector(name: str) -> dict[str, str]:
-    return {"scorestream.dev/modelserving": name, "app.kubernetes.io/component": "driver"}
-
-
-def selector_string(name: str) -> str:
-    """The scale subresource's selector: every pod of the job, driver and executors."""
-    return f"scorestream.dev/modelserving={name}"
-
-
 def owner_reference(meta: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": s.API_VERSION, "kind": s.KIND, "name": meta["name"], "uid": meta["uid"],
@@ -127,7 +60,7 @@ def owner_reference(meta: dict[str, Any]) -> dict[str, Any]:
 
 def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig:
     """The runtime's configuration for this resource: the same type the runtime reads. No secrets."""
-    names = Names(name, namespace)
+    names = naming.Names(name, namespace)
     kafka = spec.kafka.model_dump(by_alias=True, exclude={"secret_ref"})
     if spec.kafka.secret_ref:
         kafka["secretPropertiesFile"] = f"{KAFKA_SECRET_DIR}/{spec.kafka.secret_ref.key}"
@@ -143,7 +76,7 @@ def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig
         "spark.kubernetes.container.image": image,
         "spark.kubernetes.container.image.pullPolicy": spec.spark.image_pull_policy,
         "spark.kubernetes.executor.podNamePrefix": f"{name}-exec",
-        "spark.kubernetes.executor.label.scorestream.dev/modelserving": name,
+        f"spark.kubernetes.executor.label.{naming.MODELSERVING_LABEL}": name,
         "spark.kubernetes.executor.label.app.kubernetes.io/component": "executor",
         "spark.kubernetes.executor.request.cores": spec.spark.executor.cpu,
         "spark.kubernetes.executor.limit.cores": spec.spark.executor.cpu,
@@ -151,8 +84,8 @@ def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig
         "spark.executor.instances": str(spec.replicas),
         "spark.driver.host": names.driver_host,
         "spark.driver.bindAddress": "0.0.0.0",
-        "spark.driver.port": str(DRIVER_PORT),
-        "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
+        "spark.driver.port": str(naming.DRIVER_PORT),
+        "spark.driver.blockManager.port": str(naming.BLOCK_MANAGER_PORT),
         "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
         "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
         # Always: the template carries the driver's hardening onto every executor pod.
@@ -172,7 +105,7 @@ def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig
         "input": spec.input,
         "spark": SparkConfig(master=IN_CLUSTER_MASTER, trigger=spec.spark.trigger, triggerInterval=spec.spark.trigger_interval,
                              conf=conf),
-        "http": HttpConfig(host="0.0.0.0", port=HTTP_PORT, metricsPort=METRICS_PORT,
+        "http": HttpConfig(host="0.0.0.0", port=naming.HTTP_PORT, metricsPort=naming.METRICS_PORT,
                            controlTokenFile=f"{CONTROL_SECRET_DIR}/{CONTROL_TOKEN_KEY}"),
         "checkpointLocation": f"{CHECKPOINT_DIR}/checkpoint",
         "workDir": "/tmp/scorestream",
@@ -280,7 +213,7 @@ def desired_objects(body: dict[str, Any], run: bool = True, settings: Settings =
 def _objects(meta: dict[str, Any], spec: s.ModelServingSpec, run: bool,
              settings: Settings = Settings()) -> list[dict[str, Any]]:
     name, namespace = meta["name"], meta.get("namespace", "default")
-    names = Names(name, namespace)
+    names = naming.Names(name, namespace)
     config = job_config(name, namespace, spec)
     # The cluster admin's, not the spec's: outside the configuration hash (spec_hash, which the
     # upgrade check compares, knows only the spec), so it applies at each driver's next start.
@@ -293,7 +226,7 @@ def _objects(meta: dict[str, Any], spec: s.ModelServingSpec, run: bool,
     def obj(api_version: str, kind: str, obj_name: str, **rest: Any) -> dict[str, Any]:
         return {
             "apiVersion": api_version, "kind": kind,
-            "metadata": {"name": obj_name, "namespace": namespace, "labels": labels(name),
+            "metadata": {"name": obj_name, "namespace": namespace, "labels": naming.labels(name),
                          "ownerReferences": [owner_reference(meta)]},
             **rest,
         }
@@ -310,12 +243,12 @@ def _objects(meta: dict[str, Any], spec: s.ModelServingSpec, run: bool,
             # Headless: executors resolve the driver pod's own name, and no traffic is balanced.
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
-            "selector": selector(name),
+            "selector": naming.selector(name),
             "ports": [
-                {"name": "http", "port": HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
-                {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
-                {"name": "driver", "port": DRIVER_PORT, "targetPort": "driver", "protocol": "TCP"},
-                {"name": "blockmanager", "port": BLOCK_MANAGER_PORT, "targetPort": "blockmanager",
+                {"name": "http", "port": naming.HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
+                {"name": "metrics", "port": naming.METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
+                {"name": "driver", "port": naming.DRIVER_PORT, "targetPort": "driver", "protocol": "TCP"},
+                {"name": "blockmanager", "port": naming.BLOCK_MANAGER_PORT, "targetPort": "blockmanager",
                  "protocol": "TCP"},
             ],
         }),
@@ -331,25 +264,25 @@ def network_policy(name: str, api_server_cidrs: tuple[str, ...] | list[str] = ()
                    operator_namespace: str | None = None) -> dict[str, Any]:
     """Ingress to the job's pods (driver and executors): each other on any port (Spark's RPC and
     block transfers, authenticated by spark.authenticate), the operator's pods in its namespace on
-    the control port, the monitoring peers (namespace and pod labels, both: a tenant cannot label a
-    pod into another's namespace, and may not set these labels on the pods the operator makes) on
+    the control port, the monitoring peers (namespace and pod naming.labels, both: a tenant cannot label a
+    pod into another's namespace, and may not set these naming.labels on the pods the operator makes) on
     the read-only port, and the API server's addresses (`api_server_cidrs`) on the read-only port,
     for its service proxy (kubectl scorestream): a NetworkPolicy cannot select the API server,
     which is no pod, other than by address. Nothing else. Egress is not limited: Kafka, the API
     server and model locations are the cluster's to know. Probes come from the node, which a
     policy does not govern."""
-    read_only = [{"protocol": "TCP", "port": METRICS_PORT}]
+    read_only = [{"protocol": "TCP", "port": naming.METRICS_PORT}]
     operator_ns = {"matchLabels": {"kubernetes.io/metadata.name": operator_namespace}} if operator_namespace else {}
     peers = [{"from": [{"namespaceSelector": {"matchLabels": dict(ns)}, "podSelector": {"matchLabels": dict(pod)}}
                        for ns, pod in monitoring], "ports": read_only}] if monitoring else []
     proxy = [{"from": [{"ipBlock": {"cidr": c}} for c in api_server_cidrs], "ports": read_only}] if api_server_cidrs else []
     return {
-        "podSelector": {"matchLabels": {"scorestream.dev/modelserving": name}},
+        "podSelector": {"matchLabels": {naming.MODELSERVING_LABEL: name}},
         "policyTypes": ["Ingress"],
         "ingress": [
-            {"from": [{"podSelector": {"matchLabels": {"scorestream.dev/modelserving": name}}}]},
-            {"from": [{"namespaceSelector": operator_ns, "podSelector": {"matchLabels": OPERATOR_POD_LABELS}}],
-             "ports": [{"protocol": "TCP", "port": HTTP_PORT}]},
+            {"from": [{"podSelector": {"matchLabels": {naming.MODELSERVING_LABEL: name}}}]},
+            {"from": [{"namespaceSelector": operator_ns, "podSelector": {"matchLabels": naming.OPERATOR_POD_LABELS}}],
+             "ports": [{"protocol": "TCP", "port": naming.HTTP_PORT}]},
             *peers,
             *proxy,
         ],
@@ -362,13 +295,13 @@ def control_secret(meta: dict[str, Any], token: str) -> dict[str, Any]:
     name, namespace = meta["name"], meta.get("namespace", "default")
     return {
         "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-        "metadata": {"name": Names(name, namespace).control_secret, "namespace": namespace,
-                     "labels": labels(name, "control"), "ownerReferences": [owner_reference(meta)]},
+        "metadata": {"name": naming.Names(name, namespace).control_secret, "namespace": namespace,
+                     "labels": naming.labels(name, "control"), "ownerReferences": [owner_reference(meta)]},
         "stringData": {CONTROL_TOKEN_KEY: token},
     }
 
 
-def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: Names, config: JobConfig,
+def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: naming.Names, config: JobConfig,
                       run: bool) -> dict[str, Any]:
     resources = {"cpu": spec.spark.driver.cpu, "memory": spec.spark.driver.memory}
     volumes: list[dict[str, Any]] = [
@@ -408,15 +341,15 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: Names, config:
         "replicas": 1 if run else 0,
         "serviceName": names.driver,
         "podManagementPolicy": "OrderedReady",
-        "selector": {"matchLabels": selector(name)},
+        "selector": {"matchLabels": naming.selector(name)},
         "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"},
         # spec.driver.podTemplate under the operator's pod: the operator's fields win.
         "template": podtemplate.merged_pod(spec.driver.pod_template, {
             "metadata": {
-                "labels": labels(name),
+                "labels": naming.labels(name),
                 # A changed job configuration rolls the driver: SIGTERM, the current micro-batch
                 # completes, and the new pod resumes from the checkpoint.
-                "annotations": {CONFIG_HASH_ANNOTATION: config_hash(config, spec.restart_nonce,
+                "annotations": {naming.CONFIG_HASH_ANNOTATION: config_hash(config, spec.restart_nonce,
                                                                     _pod_templates(spec))},
             },
             "spec": {
@@ -438,10 +371,10 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: Names, config:
                         {"name": "HOME", "value": "/tmp"},
                     ],
                     "ports": [
-                        {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
-                        {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
-                        {"name": "driver", "containerPort": DRIVER_PORT, "protocol": "TCP"},
-                        {"name": "blockmanager", "containerPort": BLOCK_MANAGER_PORT, "protocol": "TCP"},
+                        {"name": "http", "containerPort": naming.HTTP_PORT, "protocol": "TCP"},
+                        {"name": "metrics", "containerPort": naming.METRICS_PORT, "protocol": "TCP"},
+                        {"name": "driver", "containerPort": naming.DRIVER_PORT, "protocol": "TCP"},
+                        {"name": "blockmanager", "containerPort": naming.BLOCK_MANAGER_PORT, "protocol": "TCP"},
                     ],
                     "resources": {"requests": resources, "limits": resources},
                     "startupProbe": {"httpGet": {"path": "/healthz", "port": "metrics"},
@@ -457,7 +390,7 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: Names, config:
         }, DRIVER_CONTAINER, podtemplate.DRIVER_VOLUMES),
         "volumeClaimTemplates": [{
             "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": {"name": "checkpoint", "labels": labels(name)},
+            "metadata": {"name": "checkpoint", "labels": naming.labels(name)},
             "spec": pvc_spec,
         }],
     }

@@ -15,6 +15,7 @@ from typing import Any
 
 import kopf
 
+from scorestream import naming
 from scorestream.operator import metrics, reconciler
 from scorestream.operator import spec as s
 from scorestream.operator.conditions import Reason
@@ -45,9 +46,9 @@ def _register_lifecycle(registry: kopf.OperatorRegistry, config: OperatorConfig,
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
         # The name of the finalizer kopf removes where an earlier version left it (none is added now).
-        settings.persistence.finalizer = f"{s.GROUP}/finalizer"
-        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=s.GROUP)
-        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=s.GROUP)
+        settings.persistence.finalizer = f"{naming.GROUP}/finalizer"
+        settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=naming.GROUP)
+        settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=naming.GROUP)
         settings.peering.lifetime = config.peering_lifetime
         # No watching of CRDs and namespaces: the operator serves one CRD installed before it, and
         # exact namespaces. That keeps its RBAC to what it touches (no cluster-wide reads at all
@@ -77,7 +78,7 @@ def _register_lifecycle(registry: kopf.OperatorRegistry, config: OperatorConfig,
 
 
 def _register_resource(registry: kopf.OperatorRegistry, config: OperatorConfig) -> None:
-    resource = (s.GROUP, s.VERSION, s.PLURAL)
+    resource = (naming.GROUP, s.VERSION, s.PLURAL)
 
     @kopf.on.resume(*resource, registry=registry)
     @kopf.on.create(*resource, registry=registry)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from scorestream.api import job_http
 from scorestream.config import read_properties_text
 from scorestream.operator import topics
-from scorestream.operator.desired import CONFIG_HASH_ANNOTATION, Names
+from scorestream.naming import CONFIG_HASH_ANNOTATION, Names
 from scorestream.operator.kube import Kube
 from scorestream.operator.spec import ModelServingSpec, operator_client_refusals
 from scorestream.operator.status import DriverState, JobReport

@@ -13,6 +13,7 @@ from typing import Any
 
 import yaml
 
+from scorestream import naming
 from scorestream.operator import spec as s
 
 # The main container's fields the operator sets whole: a template's value would not be merged
@@ -32,8 +33,6 @@ POD_OWNED = ("serviceAccountName", "serviceAccount", "automountServiceAccountTok
 # `sa-token` is the ServiceAccount's token, projected into the main container only.
 DRIVER_VOLUMES = ("config", "tmp", "checkpoint", "kafka-client", "control", "sa-token")
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
-# Label keys a template may not set on any pod: what NetworkPolicies and monitoring select by.
-OPERATOR_LABEL_PREFIXES = ("app.kubernetes.io/", "scorestream.dev/")
 # Where the main container's ServiceAccount token is (Kubernetes' own path, where Spark's client looks).
 SA_TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # Environment a template may not give the main container: what steers the JVM (options, agents,
@@ -134,7 +133,7 @@ def merged_pod(template: s.PodTemplate | None, owned: dict[str, Any], main: str,
         return owned
     meta = template.metadata.model_dump(exclude_defaults=True)
     if meta.get("labels"):
-        meta["labels"] = {k: v for k, v in meta["labels"].items() if not k.startswith(OPERATOR_LABEL_PREFIXES)}
+        meta["labels"] = {k: v for k, v in meta["labels"].items() if not k.startswith(naming.OPERATOR_LABEL_PREFIXES)}
     under = {"metadata": meta,
              "spec": _cleared(template.spec, main, volumes)}
     return merge(under, owned)
@@ -149,7 +148,7 @@ def executor_pod(template: s.PodTemplate | None, name: str, main: str, pod_secur
     securityContext and adds none, so without these an executor fails Pod Security `restricted`).
     Spark itself then sets the image, command, resources, ports and its own env and labels.
     Executors call no API: no ServiceAccount token."""
-    owned = {"metadata": {"labels": {"scorestream.dev/modelserving": name, "app.kubernetes.io/component": "executor"}},
+    owned = {"metadata": {"labels": {naming.MODELSERVING_LABEL: name, "app.kubernetes.io/component": "executor"}},
              "spec": {"automountServiceAccountToken": False, "securityContext": copy.deepcopy(pod_security),
                       "containers": [{"name": main, "securityContext": copy.deepcopy(container_security),
                                       # A read-only root: Python workers and the JVM write here.

@@ -19,6 +19,7 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
+from scorestream import naming
 from scorestream.operator import clock, conditions, control, desired, images, metrics, observer, publish, rollout, \
     scaling, status, upgrade
 from scorestream.operator.kube import Conflict, Kube, KubeError, NotOwned
@@ -215,7 +216,7 @@ async def _reconcile(ctx: Context, body: Body, previous: status.Status, logger: 
     if spec.model and run and props is not None:
         await _roll_model(ctx, body, spec, props, previous, observed)
     if run:
-        await _scale(ctx, body, spec, desired.Names(name, namespace), previous, observed, partitions)
+        await _scale(ctx, body, spec, naming.Names(name, namespace), previous, observed, partitions)
     return status.compute(name, namespace, observed, previous)
 
 
@@ -240,7 +241,7 @@ async def _observe(ctx: Context, body: Body, spec: ModelServingSpec,
             kopf.info(body, reason="TopicsCreated", message=", ".join(report.created))
         # No driver until the data topic exists: it would only crash-loop.
         run = report.data_topic_exists is not False
-    names = desired.Names(meta["name"], meta["namespace"])
+    names = naming.Names(meta["name"], meta["namespace"])
     observed.driver = await observer.driver_state(ctx.kube, names)
     if observed.driver.exists or ctx.config.endpoint_template:
         observed.job = await observer.job_report(observer.endpoint_of(names, ctx.config.endpoint_template))
@@ -261,7 +262,7 @@ async def _apply(ctx: Context, body: Body, objects: list[Body], logger: logging.
     # Before the driver that mounts it; made once, never rendered (it is random).
     if await control.ensure_secret(ctx.kube, meta):
         logger.info("created Secret %s/%s (the job's control token)", meta["namespace"],
-                    desired.Names(meta["name"], meta["namespace"]).control_secret)
+                    naming.Names(meta["name"], meta["namespace"]).control_secret)
     for obj in objects:
         if await ctx.kube.apply(obj) == "created":
             logger.info("created %s", observer.summary(obj))
@@ -358,7 +359,7 @@ def _handled(body: Body, observed: status.Observed, asked: rollout.Manual, post:
         (kopf.warn if warning else kopf.info)(body, reason=reason, message=message[:1000])
 
 
-async def _scale(ctx: Context, body: Body, spec: ModelServingSpec, names: desired.Names,
+async def _scale(ctx: Context, body: Body, spec: ModelServingSpec, names: naming.Names,
                  previous: status.Status, observed: status.Observed, partitions: int | None) -> None:
     """Ask the job for the executors scaling.plan decides: live where its cluster manager can,
     else by restarting the driver from its checkpoint (the ConfigMap has the new total)."""

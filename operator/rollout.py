@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from scorestream import naming
 from scorestream.api.descriptor import CandidateRole, ModelDescriptor
 from scorestream.config import duration_seconds
 from scorestream.operator import clock, publish
@@ -185,8 +186,8 @@ class Requests:
     @classmethod
     def of(cls, annotations: dict[str, str] | None) -> Requests:
         a = annotations or {}
-        return cls(a.get(s.PROMOTE_ANNOTATION) or None, a.get(s.ABORT_ANNOTATION) or None,
-                   a.get(s.ROLLBACK_ANNOTATION) or None)
+        return cls(a.get(naming.PROMOTE_ANNOTATION) or None, a.get(naming.ABORT_ANNOTATION) or None,
+                   a.get(naming.ROLLBACK_ANNOTATION) or None)
 
 
 def rollback_value(version: str, request_id: str) -> str:
@@ -270,7 +271,7 @@ def manual(spec: s.ModelServingSpec, previous: s.ModelServingStatus, requests: R
 def _abort(asked: _Asked, value: str) -> Manual:
     if not asked.on_trial:
         return asked.done("abort", value, "abort asked for, but no candidate is on trial", warn=True)
-    why = f"aborted by request ({s.ABORT_ANNOTATION}={value})"
+    why = f"aborted by request ({naming.ABORT_ANNOTATION}={value})"
     return asked.done("abort", value, f"{asked.spec.data_type} candidate {asked.label} {why}",
                       Plan(withdraw=True, verdict="rollback", reason=why, ends=asked.cand_id), reason="CandidateAborted")
 
@@ -279,7 +280,7 @@ def _promote(asked: _Asked, value: str) -> Manual:
     if not asked.on_trial:
         return asked.done("promote", value, "promote asked for, but no candidate is on trial", warn=True)
     main = publish.descriptor(asked.spec)
-    why = f"promoted by request ({s.PROMOTE_ANNOTATION}={value})"
+    why = f"promoted by request ({naming.PROMOTE_ANNOTATION}={value})"
     return asked.done("promote", value, f"{asked.label} {why}",
                       Plan(publish=main, rollout_id=publish.rollout_id(main), withdraw=True, verdict="promote",
                            reason=why), reason="CandidatePromotedByRequest")
@@ -304,7 +305,7 @@ def _rollback_to(asked: _Asked, value: str) -> Manual:
                           warn=True)
     # Verification already passed when this version was first rolled out: it is not re-run.
     d = publish.descriptor(spec.model_copy(update={"model": old.model_copy(update={"verification": None})}))
-    why = f"rolled back to {old.name} {old.version} by request ({s.ROLLBACK_ANNOTATION}={value})"
+    why = f"rolled back to {old.name} {old.version} by request ({naming.ROLLBACK_ANNOTATION}={value})"
     main_id = publish.rollout_id(publish.descriptor(spec)) if want else None
     trial = model.rollout
     return asked.done("rollbackTo", value, why,

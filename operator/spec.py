@@ -25,26 +25,14 @@ from scorestream.config import (
     check_real_time_offsets,
     duration_seconds,
 )
+from scorestream.naming import GROUP
 
-GROUP = "scorestream.dev"
 VERSION = "v1alpha1"
 KIND = "ModelServing"
 PLURAL = "modelservings"
 SINGULAR = "modelserving"
 SHORT_NAMES = ["ms"]
 API_VERSION = f"{GROUP}/{VERSION}"
-
-# Manual rollout controls (`kubectl scorestream promote|abort|rollback`): annotations on the
-# resource, not spec fields, because they are one-off requests about what the operator did (a
-# candidate it published, a version in status.model.history), not desired state: a GitOps tool
-# that reapplies the manifest leaves an annotation it does not own in place, where it would
-# revert a spec field. Each value is a request id; the operator acts on a value once and records
-# it in status.controls. rollback-to's value is the version, optionally followed by '@<request id>'
-# so that a second rollback to the same version is a new request.
-PROMOTE_ANNOTATION = f"{GROUP}/promote"
-ABORT_ANNOTATION = f"{GROUP}/abort"
-ROLLBACK_ANNOTATION = f"{GROUP}/rollback-to"
-CONTROL_ANNOTATIONS = {"promote": PROMOTE_ANNOTATION, "abort": ABORT_ANNOTATION, "rollbackTo": ROLLBACK_ANNOTATION}
 
 # Child objects are named `<name>-driver` etc. and the driver's pod `<name>-driver-0`: a Service
 # name is a DNS-1035 label (≤ 63 characters, starting with a letter).

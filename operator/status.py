@@ -14,6 +14,7 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from scorestream import naming
 from scorestream.api import job_http
 from scorestream.operator import clock, desired, publish, rollout, upgrade
 from scorestream.operator import spec as s
@@ -184,11 +185,11 @@ def compute(name: str, namespace: str, observed: Observed | Refusal, previous: S
         conditions=_conditions(previous.conditions, findings, observed.generation, now),
         reason=not_ready_reason(findings),
         replicas=(job.executors or 0) if job.reachable else 0,
-        selector=desired.selector_string(name),
+        selector=naming.selector_string(name),
         model=model,
         consumerGroups=s.ConsumerGroups.model_validate(desired.consumer_groups(name, namespace)),
         lag=job.lag,
-        driver=desired.Names(name, namespace).endpoint,
+        driver=naming.Names(name, namespace).endpoint,
         scaling=observed.scaling or previous.scaling,
         autoscaling=observed.autoscaling if spec.autoscaling else None,
         lastStableSpec=observed.last_stable,

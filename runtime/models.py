@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from scorestream import artifacts
+from scorestream.runtime import artifacts
 from scorestream.runtime import verification
 from scorestream.api.descriptor import ModelDescriptor
 from scorestream.api.job_http import CandidateInfo, ModelInfo, Rejection

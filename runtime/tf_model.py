@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from scorestream import artifacts
+from scorestream.runtime import artifacts
 from scorestream.api.descriptor import TensorFlowGraph
 from scorestream.config import ArtifactPolicy
 

@@ -284,7 +284,7 @@ def _first_line(e: Exception) -> str:
     """Why verification could not run, without quoting what was read: the job's own reasons
     (ArtifactError, VerificationError, BadSample) are written to be shown; an engine's may quote
     the model or the sample, so only its type is."""
-    from scorestream.artifacts import ArtifactError
+    from scorestream.runtime.artifacts import ArtifactError
 
     if isinstance(e, (ArtifactError, VerificationError, BadSample)):
         text = str(e).strip().splitlines()

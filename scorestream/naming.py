@@ -1,4 +1,5 @@
-"""Every name that two parts of scorestream must agree on, in one place."""
+"""Every name that two parts of scorestream must agree on, in one place: consumer groups and
+models-topic keys, the child objects' names, ports, labels and annotations."""
 
 from __future__ import annotations
 
@@ -70,3 +71,96 @@ def parse_model_key(key: str) -> ModelKey:
         return ModelKey(None, None, parts[0], candidate)
     # Neither shape (a '/' too many or too few): nobody's address; the role part is kept whole.
     return ModelKey("", "", key, False)
+
+
+# -- the API group, and the labels and annotations under it ----------------------------------------
+
+GROUP = "scorestream.dev"
+# Every pod and object of one ModelServing carries it: the scale subresource's selector.
+MODELSERVING_LABEL = f"{GROUP}/modelserving"
+# The job configuration a driver runs (its pod template's annotation): a change rolls the driver.
+CONFIG_HASH_ANNOTATION = f"{GROUP}/config-hash"
+# Label keys a template may not set on any pod: what NetworkPolicies and monitoring select by.
+OPERATOR_LABEL_PREFIXES = ("app.kubernetes.io/", f"{GROUP}/")
+# The operator's pods (the chart's selector labels): the NetworkPolicy admits to the control and metrics ports.
+OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "scorestream", "app.kubernetes.io/component": "operator"}
+
+# Manual rollout controls (`kubectl scorestream promote|abort|rollback`): annotations on the
+# resource, not spec fields, because they are one-off requests about what the operator did (a
+# candidate it published, a version in status.model.history), not desired state: a GitOps tool
+# that reapplies the manifest leaves an annotation it does not own in place, where it would
+# revert a spec field. Each value is a request id; the operator acts on a value once and records
+# it in status.controls. rollback-to's value is the version, optionally followed by '@<request id>'
+# so that a second rollback to the same version is a new request.
+PROMOTE_ANNOTATION = f"{GROUP}/promote"
+ABORT_ANNOTATION = f"{GROUP}/abort"
+ROLLBACK_ANNOTATION = f"{GROUP}/rollback-to"
+CONTROL_ANNOTATIONS = {"promote": PROMOTE_ANNOTATION, "abort": ABORT_ANNOTATION, "rollbackTo": ROLLBACK_ANNOTATION}
+
+# -- ports ---------------------------------------------------------------------------------------
+
+# The job's control port (every endpoint; POST /executors with the token): the operator's.
+HTTP_PORT = 8080
+# The job's read-only port (/metrics, /stats, /models, /healthz, /readyz): monitoring's and the probes'.
+METRICS_PORT = 9090
+DRIVER_PORT = 7078
+BLOCK_MANAGER_PORT = 7079
+
+
+# -- child objects ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Names:
+    """Every child object's name, from the resource's name."""
+
+    name: str
+    namespace: str
+
+    @property
+    def config(self) -> str:
+        return f"{self.name}-job"
+
+    @property
+    def control_secret(self) -> str:
+        """The Secret holding the job's control token."""
+        return f"{self.name}-control"
+
+    @property
+    def service_account(self) -> str:
+        return f"{self.name}-driver"
+
+    @property
+    def driver(self) -> str:
+        """The StatefulSet, its headless Service, Role and RoleBinding."""
+        return f"{self.name}-driver"
+
+    @property
+    def driver_pod(self) -> str:
+        return f"{self.driver}-0"
+
+    @property
+    def driver_host(self) -> str:
+        return f"{self.driver_pod}.{self.driver}.{self.namespace}.svc"
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.driver_host}:{HTTP_PORT}"
+
+
+def labels(name: str, component: str = "driver") -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "scorestream",
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/managed-by": "scorestream-operator",
+        MODELSERVING_LABEL: name,
+    }
+
+
+def selector(name: str) -> dict[str, str]:
+    return {MODELSERVING_LABEL: name, "app.kubernetes.io/component": "driver"}
+
+
+def selector_string(name: str) -> str:
+    """The scale subresource's selector: every pod of the job, driver and executors."""
+    return f"{MODELSERVING_LABEL}={name}"

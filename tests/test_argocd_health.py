@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from scorestream.operator import status
 from scorestream.operator import spec as s
 
-from helm import installed_tool
+from harness.helm import installed_tool
 from scorestream.operator.spec import ModelServingSpec
 
 REPO = Path(__file__).resolve().parents[1]

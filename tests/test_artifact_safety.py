@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from scorestream import artifacts
+from scorestream.runtime import artifacts
 from scorestream.api import descriptor as descriptors
 from scorestream.config import ArtifactPolicy
-from scorestream.demo import feed, models
+from scorestream.tools.demo import feed, models
 
 CANARY = "CANARY-7f3c-do-not-leak"
 PASSWORD = "hunter2-s3cret"
@@ -407,7 +407,7 @@ def zip_directory_bomb(entries: int) -> bytes:
 UNPACK = """
 import json, sys
 from pathlib import Path
-from scorestream import artifacts
+from scorestream.runtime import artifacts
 from scorestream.config import ArtifactPolicy
 
 def peak_kib():

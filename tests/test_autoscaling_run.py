@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from scorestream.demo import feed, models
+from scorestream.tools.demo import feed, models
 
-from operator_harness import MS, Operated, api, apply, events, obj, resource, until  # noqa: F401
-from standalone import cluster, standalone_conf  # noqa: F401
+from harness.operator import MS, Operated, apply, events, obj, resource, until
+from harness.standalone import standalone_conf
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

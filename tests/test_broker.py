@@ -10,8 +10,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 
-from scorestream.demo import feed
-from scorestream.demo.broker import EmbeddedBroker, create_topics
+from scorestream.tools.demo import feed
+from scorestream.tools.local.broker import EmbeddedBroker, create_topics
 
 pytestmark = pytest.mark.broker
 

@@ -8,9 +8,9 @@ import zlib
 import pytest
 
 from scorestream.api.descriptor import CandidateRole
-from scorestream.demo import feed
+from scorestream.tools.demo import feed
 
-from streaming import wait_until
+from harness.streaming import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

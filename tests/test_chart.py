@@ -18,13 +18,12 @@ import pytest
 import requests
 import yaml
 
-from scorestream.demo.broker import free_port
+from scorestream.tools.local.broker import free_port
 from scorestream.operator import crd as crd_module
 from scorestream.operator import desired
 from scorestream.operator.settings import OperatorConfig
 
-from operator_harness import (MS, ApiError, Operator, api, apply, helm_install, obj, resource, tool, topics,  # noqa: F401
-                              until)
+from harness.operator import MS, ApiError, Operator, apply, helm_install, obj, resource, tool, until
 
 REPO = Path(__file__).resolve().parents[1]
 CHART = REPO / "charts" / "scorestream"
@@ -323,7 +322,7 @@ async def test_rbac_allows_every_call_the_operator_makes_and_nothing_it_does_not
         # an update, a child deleted by someone else, status, events, peering.
         api.create("v1/secrets", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kafka-client"},
                                   "data": {"client.properties": base64.b64encode(b"client.id=scorestream-audit\n").decode()}})
-        from scorestream.demo.broker import create_topics
+        from scorestream.tools.local.broker import create_topics
 
         create_topics(broker.bootstrap, {topics["dataTopic"]: 1})
         op = Operator(api, config, kubeconfig=installation.kubeconfig)
@@ -383,7 +382,7 @@ EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_every_example_is_valid(path):
-    from admission import admit
+    from harness.admission import admit
 
     from scorestream.operator.spec import KIND, ModelServingSpec
 

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from scorestream.operator import crd
 from scorestream.operator.spec import API_VERSION, KIND, ModelServingSpec, transition_errors
 
-from admission import admit
+from harness.admission import admit
 
 EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine-pmml.yaml").read_text())
 
@@ -231,7 +231,7 @@ def test_valid_variations_are_admitted_by_both(change):
     ("scorestream.dev/v1alpha1", "Modelserving"), ("scorestream.dev/v1alpha1", "ModelServings"),
 ])
 def test_render_refuses_an_api_version_or_kind_the_crd_does_not_serve(tmp_path, capsys, api_version, kind):
-    from scorestream.cli import main
+    from scorestream.tools.cli import main
 
     doc = {**copy.deepcopy(EXAMPLE), "apiVersion": api_version, "kind": kind}
     path = tmp_path / "ms.yaml"

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from scorestream import cli
+from scorestream.tools import cli
 from scorestream.api.verification import BadSample, Sample, read_records
-from scorestream.demo import feed, models
+from scorestream.tools.demo import feed, models
 from scorestream.operator import publish
 from scorestream.operator.spec import ModelServingSpec
 from scorestream.runtime import verification

@@ -8,7 +8,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from scorestream import naming
-from scorestream.demo import feed, models
+from scorestream.tools.demo import feed, models
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from scorestream.demo import feed, models
+from scorestream.tools.demo import feed, models
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

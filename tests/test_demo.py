@@ -21,7 +21,7 @@ def _orphans(pattern: str) -> set[str]:
 def test_demo_runs_swaps_models_and_cleans_up(tmp_path):
     before = _orphans("kafka.Kafka") | _orphans("scorestream.runtime")
     res = subprocess.run(
-        [sys.executable, "-m", "scorestream.cli", "demo", "--records", "6000", "--rate", "1500", "--workdir", str(tmp_path)],
+        [sys.executable, "-m", "scorestream.tools.cli", "demo", "--records", "6000", "--rate", "1500", "--workdir", str(tmp_path)],
         capture_output=True, text=True, timeout=600,
     )
     out = res.stdout

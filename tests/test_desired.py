@@ -114,7 +114,7 @@ def test_driver_is_one_non_root_statefulset_pod_with_a_checkpoint_claim():
 
 def _hash(body):
     sts = by_kind(desired.desired_objects(body))["StatefulSet"]
-    return sts["spec"]["template"]["metadata"]["annotations"][desired.CONFIG_HASH_ANNOTATION]
+    return sts["spec"]["template"]["metadata"]["annotations"][naming.CONFIG_HASH_ANNOTATION]
 
 
 def test_a_model_change_does_not_restart_the_driver_but_a_job_change_does():
@@ -163,10 +163,10 @@ def test_the_network_policy_admits_only_the_jobs_pods_the_operator_and_monitorin
     assert conf["spark.kubernetes.executor.label.scorestream.dev/modelserving"] == "wine"
     rules = {tuple(p["port"] for p in r.get("ports", [])): r["from"] for r in spec["ingress"]}
     assert rules[()] == [{"podSelector": {"matchLabels": own}}], "every port only for the job's own pods"
-    assert rules[(desired.HTTP_PORT,)] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name":
+    assert rules[(naming.HTTP_PORT,)] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name":
                                                                                   "scorestream-system"}},
-                                            "podSelector": {"matchLabels": desired.OPERATOR_POD_LABELS}}]
-    assert rules[(desired.METRICS_PORT,)] == [{"namespaceSelector": {"matchLabels": ns}, "podSelector": {"matchLabels": pod}}
+                                            "podSelector": {"matchLabels": naming.OPERATOR_POD_LABELS}}]
+    assert rules[(naming.METRICS_PORT,)] == [{"namespaceSelector": {"matchLabels": ns}, "podSelector": {"matchLabels": pod}}
                                               for ns, pod in (PROMETHEUS, ALLOY)]
     # No peer configured, no monitoring admitted (before: a pod labelled as Prometheus anywhere).
     assert len(desired.network_policy("wine")["ingress"]) == 2
@@ -188,7 +188,7 @@ def test_the_control_token_is_a_secret_mounted_into_the_driver_and_in_no_configm
     mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "control")
     config = parse_job_config(json.loads(objs["ConfigMap"]["data"]["job.json"]))
     assert config.http.control_token_file == f"{mount['mountPath']}/{desired.CONTROL_TOKEN_KEY}"
-    assert config.http.metrics_port == desired.METRICS_PORT and config.http.port == desired.HTTP_PORT
+    assert config.http.metrics_port == naming.METRICS_PORT and config.http.port == naming.HTTP_PORT
     assert config.spark.conf["spark.authenticate"] == "true"
     assert "t0ken" not in json.dumps(list(objs.values()))
     probes = [pod["containers"][0][p]["httpGet"]["port"] for p in ("startupProbe", "livenessProbe", "readinessProbe")]
@@ -199,7 +199,7 @@ def test_the_control_token_is_a_secret_mounted_into_the_driver_and_in_no_configm
 
 DRIVER_TEMPLATE = {
     "metadata": {"labels": {"team": "fraud", "scorestream.dev/modelserving": "someone-else"},
-                 "annotations": {"a": "1", desired.CONFIG_HASH_ANNOTATION: "forged"}},
+                 "annotations": {"a": "1", naming.CONFIG_HASH_ANNOTATION: "forged"}},
     "spec": {
         "imagePullSecrets": [{"name": "regcred"}], "nodeSelector": {"pool": "streaming"},
         "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
@@ -267,7 +267,7 @@ def test_the_driver_template_reaches_the_statefulset_and_what_the_operator_owns_
     assert {"name": "TZ", "value": "UTC"} in main["env"] and {"name": "extra", "mountPath": "/extra"} in main["volumeMounts"]
     # ... and every field the operator owns is the operator's.
     assert meta["labels"]["scorestream.dev/modelserving"] == "wine"
-    assert meta["annotations"][desired.CONFIG_HASH_ANNOTATION] != "forged"
+    assert meta["annotations"][naming.CONFIG_HASH_ANNOTATION] != "forged"
     assert sts["spec"]["selector"] == plain["spec"]["selector"]
     assert pod["serviceAccountName"] == "wine-driver" and "serviceAccount" not in pod
     assert pod["terminationGracePeriodSeconds"] == own["spec"]["terminationGracePeriodSeconds"]
@@ -325,7 +325,7 @@ def test_the_executor_template_is_a_file_in_the_configmap_that_spark_is_pointed_
     assert [c["name"] for c in only_sidecar["spec"]["containers"]] == ["executor", "sidecar"]
     # A changed executor template rolls the driver (Spark reads it at the driver's start).
     def hash_of(body):
-        return statefulset(body)["spec"]["template"]["metadata"]["annotations"][desired.CONFIG_HASH_ANNOTATION]
+        return statefulset(body)["spec"]["template"]["metadata"]["annotations"][naming.CONFIG_HASH_ANNOTATION]
     changed = copy.deepcopy(template)
     changed["spec"]["nodeSelector"] = {"type": "other"}
     assert hash_of(with_templates(executor=template)) != hash_of(with_templates(executor=changed))
@@ -339,7 +339,7 @@ def test_the_executor_template_is_a_file_in_the_configmap_that_spark_is_pointed_
 def test_the_network_policy_admits_the_api_servers_cidrs_to_the_read_only_port_only():
     policy = desired.network_policy("wine", ("10.0.0.0/24", "fd00::/64"), (PROMETHEUS,))
     assert policy["ingress"][3] == {"from": [{"ipBlock": {"cidr": "10.0.0.0/24"}}, {"ipBlock": {"cidr": "fd00::/64"}}],
-                                    "ports": [{"protocol": "TCP", "port": desired.METRICS_PORT}]}
+                                    "ports": [{"protocol": "TCP", "port": naming.METRICS_PORT}]}
     rendered = next(o for o in desired.desired_objects(copy.deepcopy(EXAMPLE), settings=desired.Settings(("10.0.0.0/24",)))
                     if o["kind"] == "NetworkPolicy")
     kubernetes_validate.validate(rendered, K8S_VERSIONS[-1], strict=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from scorestream import naming
 from scorestream.operator import desired, status, upgrade
 from scorestream.operator import spec as s
 from scorestream.operator.conditions import Reason
@@ -35,7 +36,7 @@ def changed(**spec):
 
 def driver(objs):
     sts = next(o for o in objs if o["kind"] == "StatefulSet")["spec"]
-    return sts["replicas"], sts["template"]["metadata"]["annotations"][desired.CONFIG_HASH_ANNOTATION]
+    return sts["replicas"], sts["template"]["metadata"]["annotations"][naming.CONFIG_HASH_ANNOTATION]
 
 
 def trigger_interval(objs):

@@ -13,9 +13,9 @@ import pytest
 from scorestream.api import messages
 from scorestream.api.descriptor import TensorFlowGraph
 from scorestream.api.verification import Sample
-from scorestream.demo import feed, models
+from scorestream.tools.demo import feed, models
 
-from streaming import Stream, takeovers, wait_until
+from harness.streaming import Stream, takeovers, wait_until
 
 ROWS = 1599
 
@@ -61,7 +61,7 @@ def test_names_inferred_or_given_and_wrong_ones_refused(frozen_graph):
 
 def test_cli_verifies_a_frozen_graph_against_a_sample(tmp_path, capsys, frozen_graph):
     """``scorestream verify`` on a .pb: the sample scored by fill_slot as the job's worker does."""
-    from scorestream import cli
+    from scorestream.tools import cli
     from scorestream.runtime import verification
 
     rows = feed.wine_rows()[:200]

@@ -24,8 +24,8 @@ from collections import Counter, defaultdict
 import pytest
 
 from scorestream.api import messages
-from scorestream.demo import feed, models
-from scorestream.demo.rss import ProcessTreeMemory
+from scorestream.tools.demo import feed, models
+from scorestream.tools.local.rss import ProcessTreeMemory
 
 from test_artifact_safety import long_name_bomb, zip_bomb_bytes
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from scorestream.demo import feed
+from scorestream.tools.demo import feed
 
-from streaming import Stream, takeovers, wait_until
+from harness.streaming import Stream, takeovers, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

@@ -22,7 +22,7 @@ from scorestream.api import job_http as h
 from scorestream.operator import observer, status
 from scorestream.operator import spec as s
 
-from fake_job import FakeJob, served
+from harness.fake_job import FakeJob, served
 from test_job_http import EXAMPLE
 
 HUGE = 600 * 1024 * 1024  # the review's answer

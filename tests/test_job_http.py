@@ -23,7 +23,7 @@ from scorestream.runtime.http import StatusServer
 from scorestream.runtime.models import LoadedModel, ModelRegistry
 from scorestream.runtime.stats import ServingStats
 
-from fake_job import job, served  # noqa: F401 - job: a fixture
+from harness.fake_job import served
 
 EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine-pmml.yaml").read_text())
 

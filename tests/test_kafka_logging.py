@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scorestream.demo.broker import free_port
+from scorestream.tools.local.broker import free_port
 from scorestream.operator import kafkalog, publish, topics
 from scorestream.operator.spec import KafkaSpec
 

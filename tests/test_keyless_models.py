@@ -17,15 +17,13 @@ from pydantic import ValidationError
 
 from scorestream.api import messages
 from scorestream.config import DEFAULT_MODELS_TOPIC
-from scorestream.demo import feed, models
+from scorestream.tools.demo import feed, models
 from scorestream.operator import topics as operator_topics
 from scorestream.operator.spec import KafkaSpec, ModelServingSpec
 from scorestream.runtime.modelstopic import KEYLESS_ON_MODELS_TOPIC
 
-from admission import admit
-from fake_job import job  # noqa: F401 - the job's stand-in and its fixture
-from operator_harness import api, operator, topics  # noqa: F401 - fixtures
-from streaming import wait_until
+from harness.admission import admit
+from harness.streaming import wait_until
 
 EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine-pmml.yaml").read_text())
 
@@ -121,7 +119,7 @@ def test_operator_creates_the_keyless_topic_uncompacted_and_checks_an_existing_o
     # An existing compacted topic refuses what it is for: said so.
     compacted = kafka.model_copy(update={"keyless_models": kafka.keyless_models.model_copy(
         update={"topic": s.topics["models"] + "-c"})})
-    from scorestream.demo.broker import create_topics
+    from scorestream.tools.local.broker import create_topics
 
     create_topics(bootstrap, {compacted.keyless_models.topic: 1},
                   {compacted.keyless_models.topic: {"cleanup.policy": "compact", "retention.ms": str(48 * 3600000)}})
@@ -210,9 +208,9 @@ async def test_the_operator_makes_the_keyless_topic_and_says_what_is_wrong_with_
                                                                                      topics):
     import json as jsonlib
 
-    from scorestream.demo.broker import create_topics
+    from scorestream.tools.local.broker import create_topics
 
-    from operator_harness import apply, condition, obj, resource, until
+    from harness.operator import apply, condition, obj, resource, until
 
     create_topics(broker.bootstrap, {topics["dataTopic"]: 1})
     keyless = {"topic": f"{topics['modelsTopic']}-keyless", "retentionHours": 12}

@@ -5,7 +5,7 @@ service proxy to the driver's Service.
 
 kwok runs no container, so nothing listens at the driver pod's IP. The API server proxies a
 service only to an endpoint address that is one of its target pod's IPs, and Endpoints refuse
-loopback addresses: so the test makes a host of its own (tests/netns.py: a network namespace on a
+loopback addresses: so the test makes a host of its own (tests/harness/netns.py: a network namespace on a
 veth pair), writes that host's address into the driver pod's status as the pod's IP — the part a
 kubelet and CNI play — and forwards its port 9090 (the driver's read-only container port, which the plugin reads) to the stand-in.
 The endpoints controller then points the Service there, and the API server's proxy reaches the
@@ -26,17 +26,16 @@ import pytest_asyncio
 import yaml
 from aiohttp import web
 
+from scorestream import naming
 from scorestream.api import job_http as h
-from scorestream.demo.broker import create_topics, free_port
-from scorestream.demo.process import read_topic
+from scorestream.tools.local.broker import create_topics, free_port
+from scorestream.tools.local.process import read_topic
 from scorestream.operator import spec as s
-from scorestream.operator.desired import CONFIG_HASH_ANNOTATION, METRICS_PORT
+from scorestream.naming import CONFIG_HASH_ANNOTATION, METRICS_PORT
 
-from fake_job import FakeJob, model_info, serving_figures
-from netns import OwnHost, Unavailable
-from test_rollout import artifacts  # noqa: F401 - the demo models as files (module-scoped fixture)
-from operator_harness import (MS, Operator, api, apply, condition, driver_pod, events, obj,  # noqa: F401
-                              operator, operator_config, resource, topics, until)
+from harness.fake_job import FakeJob, model_info, serving_figures
+from harness.netns import OwnHost, Unavailable
+from harness.operator import MS, apply, condition, driver_pod, events, obj, resource, until
 
 pytestmark = pytest.mark.broker
 
@@ -100,7 +99,7 @@ async def plugin(kubeconfig: Path, *args: str, check: bool = True) -> subprocess
 
 
 def _plugin(kubeconfig: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    import helm as tools
+    from harness import helm as tools
 
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "KUBECONFIG": str(kubeconfig)}
     res = subprocess.run([str(tools.ensure("kubectl")), "scorestream", *args], capture_output=True, text=True,
@@ -182,11 +181,11 @@ async def test_status_models_stats_through_the_service_proxy(api, operator, job,
 
 def _viewer_kubeconfig(api, kube) -> Path:
     """A user allowed to read ModelServings, their Events and the driver's service proxy, not to patch."""
-    from kube_cluster import kubeconfig
+    from harness.cluster import kubeconfig
 
     api.create("v1/serviceaccounts", {"metadata": {"name": "viewer"}})
     api.create("rbac.authorization.k8s.io/v1/roles", {"metadata": {"name": "viewer"}, "rules": [
-        {"apiGroups": [s.GROUP], "resources": [s.PLURAL], "verbs": ["get"]},
+        {"apiGroups": [naming.GROUP], "resources": [s.PLURAL], "verbs": ["get"]},
         {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["services/proxy"], "verbs": ["get"]}]})
     api.create("rbac.authorization.k8s.io/v1/rolebindings", {
@@ -264,7 +263,7 @@ async def test_promote_rollback_abort_restart_end_to_end(api, operator, job, bro
     assert events(api, "CandidateAborted")
 
     # A request written by hand with nothing to act on is answered (acted: false, a Warning), not retried.
-    api.patch(MS, "wine", {"metadata": {"annotations": {s.PROMOTE_ANNOTATION: "by-hand-1"}}})
+    api.patch(MS, "wine", {"metadata": {"annotations": {naming.PROMOTE_ANNOTATION: "by-hand-1"}}})
     answered = await until(lambda: (status(api).get("controls") or {}).get("promote") == "by-hand-1"
                            and status(api)["controls"], what="the request answered")
     assert answered["acted"] is False and "no candidate is on trial" in answered["message"]
@@ -286,7 +285,7 @@ async def test_the_real_job_serves_what_promote_rollback_and_abort_asked_for(api
     read by the operator at its endpoint): what the job serves is what each command asked for."""
     from test_rollout import model, model_dirs, rolled_out
 
-    from operator_harness import Operated
+    from harness.operator import Operated
 
     s_ = serving(partitions=1)
     admin, ns = kube.admin_config, api.ns
@@ -332,7 +331,7 @@ async def test_the_real_job_serves_what_promote_rollback_and_abort_asked_for(api
 
 def _plain(api, name: str = "wine") -> dict:
     """A ModelServing for the plugin to look at and patch: no operator or broker needed for that."""
-    from operator_harness import EXAMPLE
+    from harness.operator import EXAMPLE
 
     body = yaml.safe_load(yaml.safe_dump(EXAMPLE))
     body["metadata"] = {"name": name, "namespace": api.ns}
@@ -378,7 +377,7 @@ async def test_version_list_suspend_resume_check(api, kube):
 def test_names_and_reasons_reach_the_terminal_without_their_escapes(capsys):
     """#30 LOW: a model name or a rejection reason is a tenant's or a models-topic writer's text;
     the human output escapes control characters (colours, cursor moves, a title change, bidi)."""
-    from scorestream import kubectl_plugin as plugin
+    from scorestream.tools import kubectl_plugin as plugin
 
     evil = "tree\x1b]0;owned\x07\x1b[2J\u202e1.0\x9b31m"
     shown = plugin.printable(f"serving {evil}\nreason:\t{evil}")

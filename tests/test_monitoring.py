@@ -19,7 +19,8 @@ import yaml
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from helm import installed_tool
+from harness.helm import installed_tool
+from scorestream import naming
 from scorestream import monitoring as m
 from scorestream.api.job_http import Readiness
 from scorestream.operator import desired
@@ -101,7 +102,7 @@ def test_podmonitor_selects_the_driver_pods_the_operator_renders_and_not_the_exe
             e["operator"] == "Exists" and e["key"] in pod_labels for e in sel.get("matchExpressions", []))
 
     assert selects(labels)
-    assert not selects(desired.labels("wine", component="executor"))
+    assert not selects(naming.labels("wine", component="executor"))
     endpoint = pm["podMetricsEndpoints"][0]
     ports = {p["name"]: p["containerPort"] for p in pod["spec"]["containers"][0]["ports"]}
     assert endpoint["port"] in ports and endpoint["path"] == "/metrics"

@@ -1,5 +1,5 @@
 """The operator (a process with the chart's ServiceAccount token) against the real control plane
-(tests/kube_cluster.py: API server, controllers, scheduler, kwok nodes), the real broker, and a
+(tests/harness/cluster.py: API server, controllers, scheduler, kwok nodes), the real broker, and a
 stand-in for the job's HTTP endpoint (the real job is exercised by the runtime tests)."""
 
 from __future__ import annotations
@@ -8,11 +8,10 @@ import asyncio
 
 import pytest
 
-from scorestream.demo.broker import create_topics
+from scorestream.tools.local.broker import create_topics
 
-from fake_job import FakeJob, job  # noqa: F401 - the job's stand-in and its fixture
-from operator_harness import (CLUSTER, MS, ApiError, Operator, api, apply, condition, driver_pod, events,  # noqa: F401
-                              helm_install, obj, operator, operator_config, resource, tool, topics, until)
+from harness.operator import (CLUSTER, MS, ApiError, Operator, apply, condition, driver_pod, events, helm_install, obj,
+                              operator_config, resource, tool, until)
 
 pytestmark = pytest.mark.broker
 

@@ -10,9 +10,9 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from scorestream import monitoring as m
-from scorestream.demo.broker import free_port
+from scorestream.tools.local.broker import free_port
 
-from operator_harness import MS, Operator, api, apply, condition, obj, operator_config, resource, tool, topics, until  # noqa: F401
+from harness.operator import MS, Operator, apply, condition, operator_config, resource, tool, until
 
 pytestmark = pytest.mark.broker
 

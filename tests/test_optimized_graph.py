@@ -7,7 +7,6 @@ sample, and a graph that cannot be fed fails once, as a load failure."""
 from __future__ import annotations
 
 import csv
-import json
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from scorestream.api import messages
 from scorestream.api.descriptor import TensorFlowGraph
 from scorestream.api.verification import Sample
-from scorestream.demo import feed, models
+from scorestream.tools.demo import feed, models
 
 ROWS = 1599
 INPUT, OUTPUT = models.FROZEN_INPUT.split(":")[0], models.FROZEN_OUTPUT.split(":")[0]
@@ -127,7 +126,7 @@ def _wine_csv(path, rows, expected=None) -> None:
 
 def test_cli_verifies_an_optimized_graph_from_a_csv_sample_and_reports_a_load_failure_once(tmp_path, capsys,
                                                                                            optimized):
-    from scorestream import cli
+    from scorestream.tools import cli
     from scorestream.runtime import verification
 
     rows = feed.wine_rows()[:200]

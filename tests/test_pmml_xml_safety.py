@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from scorestream.demo import feed, models
+from scorestream.tools.demo import feed, models
 
 pytestmark = [pytest.mark.spark]
 

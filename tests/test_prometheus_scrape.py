@@ -24,12 +24,12 @@ import yaml
 
 from scorestream import monitoring as m
 from scorestream.api.descriptor import CandidateRole
-from scorestream.demo import feed, models
-from scorestream.demo.broker import free_port
+from scorestream.tools.demo import feed, models
+from scorestream.tools.local.broker import free_port
 
-import helm as helm_tool
-from helm import installed_tool
-from streaming import wait_until
+from harness import helm as helm_tool
+from harness.helm import installed_tool
+from harness.streaming import wait_until
 from test_monitoring import rule_groups
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]

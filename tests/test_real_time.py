@@ -12,10 +12,10 @@ import time
 import pytest
 
 from scorestream.config import REAL_TIME_PMML_ONLY
-from scorestream.demo import feed, models
+from scorestream.tools.demo import feed, models
 
-from standalone import cluster, standalone_conf  # noqa: F401 - fixture
-from streaming import Stream, takeovers, wait_until
+from harness.standalone import standalone_conf
+from harness.streaming import Stream, takeovers, wait_until
 from test_delivery import _group_gone, all_positions, expected_positions
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]

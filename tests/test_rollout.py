@@ -14,34 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from scorestream.demo import feed, models
+from scorestream.tools.demo import feed
 from scorestream.operator.publish import ROLLOUT_HEADER
 
-from operator_harness import MS, Operated, api, apply, condition, events, obj, resource, until  # noqa: F401
-from streaming import Stream, takeovers
+from harness.operator import MS, Operated, apply, condition, events, obj, resource, until
+from harness.streaming import Stream, takeovers
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
-
-
-@pytest.fixture(scope="module")
-def artifacts(tmp_path_factory):
-    """The demo's models as files, as a volume would hold them (the report's own models are
-    covered by the runtime tests)."""
-    rows = feed.wine_rows()
-    folder = tmp_path_factory.mktemp("models")
-    made = {"tree": ("pmml", models.tree_pmml(rows)), "linear": ("pmml", models.linear_pmml(rows)),
-            "keras": ("tensorflow", models.keras_savedmodel_zip(rows, epochs=3))}
-    # A model of a field the records do not carry: it loads (the resource names no input fields
-    # to check it against) and fails on every record it is given.
-    made["broken"] = ("pmml", made["linear"][1].replace(b'"alcohol"', b'"alcohol_pct"'))
-    made["shallow"] = ("pmml", models.tree_pmml(rows, max_depth=2))  # a classifier to shadow the tree
-    made["corrupt"] = ("pmml", made["tree"][1][: len(made["tree"][1]) // 2])  # a truncated upload
-    out = {}
-    for name, (fmt, data) in made.items():
-        path = folder / f"{name}.{'pmml' if fmt == 'pmml' else 'zip'}"
-        path.write_bytes(data)
-        out[name] = {"format": fmt, "uri": path.as_uri()}
-    return out
 
 
 def model_dirs(artifacts):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+from scorestream import naming
 from scorestream.operator import desired, publish, rollout, status
 from scorestream.operator import spec as s
 
@@ -124,7 +125,7 @@ def test_restart_nonce_rolls_the_driver_pod_template():
         if nonce is not None:
             body["spec"]["restartNonce"] = nonce
         sts = next(o for o in desired.desired_state(body, desired.Observations()) if o["kind"] == "StatefulSet")
-        return sts["spec"]["template"]["metadata"]["annotations"][desired.CONFIG_HASH_ANNOTATION]
+        return sts["spec"]["template"]["metadata"]["annotations"][naming.CONFIG_HASH_ANNOTATION]
 
     assert len({template_hash(None), template_hash(1), template_hash(2)}) == 3
     # Unset, the hash is what it was before the field existed: no restart on the operator's upgrade.

@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from scorestream.demo import feed, models
+from scorestream.tools.demo import feed, models
 
-from standalone import cluster, standalone_conf  # noqa: F401 - fixture
-from streaming import Stream, wait_until
+from harness.standalone import standalone_conf
+from harness.streaming import Stream, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from scorestream.api.scoring import LATENCY_BUCKETS, BatchCounts, Route, RoutingTable
-from scorestream.demo import feed, models
+from scorestream.tools.demo import feed, models
 
 pytestmark = [pytest.mark.spark]
 

@@ -13,7 +13,7 @@ import pytest
 
 from scorestream.api.descriptor import ModelDescriptor
 from scorestream.config import ArtifactPolicy
-from scorestream.demo import feed, models
+from scorestream.tools.demo import feed, models
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

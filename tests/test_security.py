@@ -17,10 +17,10 @@ import pytest
 
 from scorestream.api.descriptor import CandidateRole
 from scorestream.config import DEFAULT_MODELS_TOPIC, KafkaTopics
-from scorestream.demo import feed, models
+from scorestream.tools.demo import feed, models
 
-from operator_harness import MS, Operated, api, apply, condition, obj, resource, until  # noqa: F401
-from streaming import wait_until
+from harness.operator import MS, Operated, apply, condition, obj, resource, until
+from harness.streaming import wait_until
 
 
 def _named(d, name, version):

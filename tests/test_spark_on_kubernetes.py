@@ -18,12 +18,12 @@ import time
 
 import pytest
 
+from scorestream import naming
 from scorestream.config import JobConfig
-from scorestream.demo.broker import create_topics
+from scorestream.tools.local.broker import create_topics
 from scorestream.operator import desired
 
-from fake_job import job  # noqa: F401 - the job's stand-in, for the operator's observations
-from operator_harness import Operator, api, apply, driver_pod, obj, operator_config, resource, topics, until  # noqa: F401
+from harness.operator import Operator, apply, driver_pod, obj, operator_config, resource, until
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark]
 
@@ -70,7 +70,7 @@ async def start_driver(api, tmp_path, config: JobConfig, data: dict) -> subproce
     executor template of its ConfigMap `data`), as the driver pod would start it, but here: client
     mode against the tests' API server with the driver ServiceAccount's token. Started when this
     returns; it stops when its stdin is closed."""
-    names = desired.Names("wine", api.ns)
+    names = naming.Names("wine", api.ns)
     token = tmp_path / "token"
     token.write_text(api.cluster.token(api.ns, names.service_account))
     template = tmp_path / desired.EXECUTOR_TEMPLATE_KEY
@@ -113,7 +113,7 @@ async def test_the_driver_asks_the_api_server_for_its_executors_with_its_own_ser
         api, job, broker, topics, tmp_path):
     pod, data, config = await operated_driver(api, job, broker, topics)
 
-    names = desired.Names("wine", api.ns)
+    names = naming.Names("wine", api.ns)
     # The executor template as the driver pod has it (the ConfigMap mounted at CONFIG_DIR), here.
     assert config.spark.conf["spark.kubernetes.executor.podTemplateFile"] == desired.EXECUTOR_TEMPLATE_FILE
     started = time.monotonic()

@@ -22,8 +22,8 @@ from scorestream.operator import publish, reconciler, rollout
 from scorestream.operator import spec as s
 from scorestream.operator.kube import Conflict, Kube
 
-from fake_job import job, model_info  # noqa: F401 - the job's stand-in and its fixture
-from operator_harness import EXAMPLE, MS, api, apply, obj, operator_config  # noqa: F401
+from harness.fake_job import model_info
+from harness.operator import EXAMPLE, MS, apply, obj, operator_config
 
 LOG = logging.getLogger("test_status_writes")
 T0 = 1.7e9

@@ -17,7 +17,7 @@ from scorestream.config import read_properties_text
 from scorestream.operator import crd, desired, observer, status
 from scorestream.operator import spec as s
 
-from admission import admit
+from harness.admission import admit
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = yaml.safe_load((REPO / "examples" / "wine-pmml.yaml").read_text())

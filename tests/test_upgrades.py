@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from scorestream.demo import feed, models
+from scorestream.tools.demo import feed, models
 
-from streaming import Stream
+from harness.streaming import Stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 

@@ -1,4 +1,4 @@
-"""What users run, against the tests' real control plane (tests/kube_cluster.py): `helm install`,
+"""What users run, against the tests' real control plane (tests/harness/cluster.py): `helm install`,
 `upgrade` and `uninstall` of the chart in both watch modes; `kubectl apply` of every example; the
 real API server's admission refusing every invalid resource the offline admission test generates;
 `kubectl get`, `explain`, `wait`, `scale` and `delete` on a ModelServing that an operator (a
@@ -16,12 +16,10 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scorestream.demo.broker import create_topics
+from scorestream.tools.local.broker import create_topics
 from scorestream.operator import crd
 
-from fake_job import job  # noqa: F401 - the job's stand-in
-from operator_harness import (CLUSTER, MS, ApiError, Operator, api, apply, condition, driver_pod, events, obj,  # noqa: F401
-                              helm_install, operator_config, resource, tool, topics, until)
+from harness.operator import (CLUSTER, MS, ApiError, Operator, apply, condition, driver_pod, events, obj, helm_install, operator_config, resource, tool, until)
 from test_crd import INVALID_CASES, invalid_case
 
 REPO = Path(__file__).resolve().parents[1]

@@ -16,17 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from scorestream import cli
+from scorestream.tools import cli
 from scorestream.api import descriptor as descriptors
 from scorestream.api import messages
 from scorestream.api.verification import Sample
-from scorestream.demo import feed, models
-from scorestream.demo.feed import WINE_COLUMNS
-from scorestream.demo.rss import process_tree
+from scorestream.tools.demo import feed, models
+from scorestream.tools.demo.feed import WINE_COLUMNS
+from scorestream.tools.local.rss import process_tree
 from scorestream.runtime import verification
 
-from operator_harness import api  # noqa: F401 - the fixture, for the operator test
-from streaming import Stream, wait_until
+from harness.streaming import Stream, wait_until
 
 TAMPERED_RECORD = 3  # 1-based, as reports name records
 TAMPER_BY = 0.5
@@ -138,7 +137,7 @@ def test_a_rejection_never_quotes_what_the_driver_fetched(tmp_path, verified_lin
     there, must not read the secret back through the rejection (status, Events, /models, log).
     The reason names the record, the field and the kind of mismatch, numeric differences only.
     A real HTTP server on loopback, allowed explicitly as a cluster admin would; the real Verifier."""
-    from scorestream import artifacts
+    from scorestream.runtime import artifacts
     from scorestream.config import ArtifactPolicy
 
     from test_artifact_safety import LOOPBACK_ALLOWED, Server
@@ -553,7 +552,7 @@ async def test_operator_rolls_back_a_model_failing_its_spec_sample(api, broker, 
     real job rejects the model, and ModelReady says RolledBack with the job's reason."""
     import base64
 
-    from operator_harness import MS, Operated, apply, condition, obj, resource, until
+    from harness.operator import MS, Operated, apply, condition, obj, resource, until
 
     rows = feed.wine_rows()
     folder = tmp_path / "models"

@@ -1,6 +1,6 @@
 """The product as its users run it: the images `make images` built, on a real node.
 
-The node (tests/node.py) runs containerd, runc, the kubelet, kube-proxy and CoreDNS, joined to the
+The node (tests/harness/node.py) runs containerd, runc, the kubelet, kube-proxy and CoreDNS, joined to the
 tests' control plane; the images are imported as a user loads them into a cluster without a
 registry. Then what a user does: `helm install` of the chart with the operator image (the operator
 runs as a pod under its ServiceAccount), `kubectl apply` of a ModelServing naming a runtime image,
@@ -26,13 +26,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-import helm as helm_tool
+from harness import helm as helm_tool
 import images
-import node as real_node
-from kube_cluster import ControlPlane
-from scorestream.demo import feed, models
-from scorestream.demo.broker import EmbeddedBroker, create_topics
-from scorestream.demo.process import read_topic
+from harness import node as real_node
+from harness.cluster import ControlPlane
+from scorestream.tools.demo import feed, models
+from scorestream.tools.local.broker import EmbeddedBroker, create_topics
+from scorestream.tools.local.process import read_topic
 
 WHY = real_node.missing()
 pytestmark = [pytest.mark.node, pytest.mark.skipif(WHY is not None, reason=f"the real node's tests are skipped: {WHY}")]

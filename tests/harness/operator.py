@@ -1,4 +1,4 @@
-"""The operator as users run it, against the tests' real control plane (tests/kube_cluster.py):
+"""The operator as users run it, against the tests' real control plane (tests/harness/cluster.py):
 the chart installed by helm, the operator a process of its own with the token of the chart's
 ServiceAccount (a verb the chart does not grant fails), each test in a namespace of its own.
 
@@ -25,17 +25,18 @@ import pytest_asyncio
 import requests
 import yaml
 
+from scorestream import naming
 from scorestream.config import JobConfig
-from scorestream.demo.broker import free_port
-from scorestream.demo.process import JobProcess
+from scorestream.tools.local.broker import free_port
+from scorestream.tools.local.process import JobProcess
 from scorestream.operator import spec as s
 from scorestream.operator.settings import OperatorConfig
 
-from kube_cluster import ApiError
+from harness.cluster import ApiError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = yaml.safe_load((REPO / "examples" / "wine-pmml.yaml").read_text())
-MS = f"{s.GROUP}/{s.VERSION}/{s.PLURAL}"
+MS = f"{naming.GROUP}/{s.VERSION}/{s.PLURAL}"
 CLUSTER = None  # the namespace of cluster-scoped objects
 _OWN = object()
 
@@ -113,7 +114,7 @@ class Operator:
         self.logfile = workdir / "operator.log"
         with open(self.logfile, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", "import sys; from scorestream.cli import main; sys.exit(main())",
+                [sys.executable, "-c", "import sys; from scorestream.tools.cli import main; sys.exit(main())",
                  "operator", "--config", str(workdir / "operator.yaml"), "--verbose"],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                 env={**os.environ, "KUBECONFIG": str(self.kubeconfig)})
@@ -319,7 +320,7 @@ class Installation:
         (account,) = accounts
         self.service_account = account["metadata"]["name"]
         self.subject = f"system:serviceaccount:{namespace}:{self.service_account}"
-        from kube_cluster import kubeconfig
+        from harness.cluster import kubeconfig
 
         self.kubeconfig = workdir / f"{release}.kubeconfig"
         self.kubeconfig.write_text(yaml.safe_dump(kubeconfig(
@@ -329,7 +330,7 @@ class Installation:
 def tool(name: str, kube, *args: str, check: bool = True, timeout: float = 360,
          input: str | None = None) -> subprocess.CompletedProcess:
     """helm or kubectl as a user runs them, with the cluster admin's kubeconfig."""
-    import helm as tools
+    from harness import helm as tools
 
     res = subprocess.run([str(tools.ensure(name)), *args], capture_output=True, text=True, timeout=timeout,
                          input=input, env={**os.environ, "KUBECONFIG": str(kube.admin_config)})

@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 from scorestream.config import JobConfig
-from scorestream.demo import feed, models
-from scorestream.demo.broker import EmbeddedBroker, create_topics, free_port
-from scorestream.demo.process import JobProcess
-from scorestream.demo.rss import ProcessTreeMemory
+from scorestream.tools.demo import feed, models
+from scorestream.tools.local.broker import EmbeddedBroker, create_topics, free_port
+from scorestream.tools.local.process import JobProcess
+from scorestream.tools.local.rss import ProcessTreeMemory
 
 DEMO = ("demo", "wine")  # the demo job's namespace and name: its models are addressed to it
 TOPICS = {"data": "wine-records", "out": "wine-predictions", "dlq": "wine-records-dlq", "models": "scorestream-models"}

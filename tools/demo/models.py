@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from scorestream.api.descriptor import ModelDescriptor, TensorFlowGraph
-from scorestream.demo.feed import WINE_COLUMNS, wine_rows
+from scorestream.tools.demo.feed import WINE_COLUMNS, wine_rows
 
 
 def _frame(rows):

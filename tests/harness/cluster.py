@@ -33,7 +33,7 @@ from pathlib import Path
 import requests
 import yaml
 
-SOURCES = Path(__file__).resolve().parent / "cluster"
+SOURCES = Path(__file__).resolve().parents[1] / "cluster"
 KUBE_VERSION = "v1.34.4"
 CACHE = Path(os.environ.get("SCORESTREAM_CACHE", Path.home() / ".cache" / "scorestream")) / "cluster"
 NODE = "kwok-node-0"
@@ -54,7 +54,7 @@ def _ldflags() -> str:
 
 
 # module directory → the packages it builds (binary name = last path element; "." = the module's name).
-# The control plane is kube's first three, etcd and kwok; the real node (tests/node.py) adds the
+# The control plane is kube's first three, etcd and kwok; the real node (tests/harness/node.py) adds the
 # kubelet, kube-proxy, CoreDNS and the pod sandbox's pause.
 BUILDS = {
     "kube": ["k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager",
@@ -172,7 +172,7 @@ class ControlPlane:
     dir: Path | None = None
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     server: str = ""
-    # Where the API server listens. Loopback, unless a real node's pods must reach it (tests/node.py):
+    # Where the API server listens. Loopback, unless a real node's pods must reach it (tests/harness/node.py):
     # then an address of the project's own test network, which is also the `kubernetes` Service's
     # endpoint.
     address: str = "127.0.0.1"

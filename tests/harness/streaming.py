@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from scorestream.demo import feed
+from scorestream.tools.demo import feed
 
 
 class Stream(threading.Thread):

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from scorestream import naming
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scorestream", description="Serve ML models on Kafka streams with Spark")
@@ -107,7 +109,7 @@ def _yaml_documents(text: str, filename: str) -> list[Any]:
 
 def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "demo":
-        from scorestream.demo.run import run_demo
+        from scorestream.tools.demo.run import run_demo
 
         return run_demo(records=args.records, rate=args.rate, workdir=args.workdir)
     if args.command == "run":
@@ -258,7 +260,7 @@ def _render(filename: str, runtime_image: str | None) -> int:
         api_version, kind = doc.get("apiVersion"), doc.get("kind")
         name = (doc.get("metadata") or {}).get("name", "?") if isinstance(doc.get("metadata"), dict) else "?"
         # Ours but not what the CRD serves: the API server would refuse it, so rendering it would mislead.
-        if (str(kind).lower() == s.KIND.lower() or str(api_version).split("/")[0] == s.GROUP) \
+        if (str(kind).lower() == s.KIND.lower() or str(api_version).split("/")[0] == naming.GROUP) \
                 and (api_version, kind) != (s.API_VERSION, s.KIND):
             raise InputError(f"{where}: {name}: apiVersion {api_version!r} kind {kind!r}: the CRD serves only"
                              f" apiVersion: {s.API_VERSION}, kind: {s.KIND}", code=2)

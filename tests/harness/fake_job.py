@@ -93,7 +93,7 @@ async def served(app: web.Application) -> AsyncIterator[str]:
 
 def secret_token(api, resource: str = "wine") -> str | None:
     """The control token in the Secret the operator made for `resource` in the test's namespace."""
-    from operator_harness import obj
+    from harness.operator import obj
 
     secret = obj(api, "v1/secrets", f"{resource}-control")
     return base64.b64decode(secret["data"]["token"]).decode() if secret else None

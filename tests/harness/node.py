@@ -1,7 +1,7 @@
 """A real Kubernetes node for the tests: containers run.
 
 containerd, runc and the CNI plugins are Debian's packages; the kubelet, kube-proxy, CoreDNS and
-the sandbox's pause are built from Go with the control plane (tests/kube_cluster.py). They run in a
+the sandbox's pause are built from Go with the control plane (tests/harness/cluster.py). They run in a
 network namespace of the tests' own, joined to this one by a veth pair in 198.18.0.0/15
 (RFC 2544's test range): the node's address, its bridge, the pods' range and the Services' range
 are all in it, so every route, iptables rule and netns-scoped sysctl the node makes lives and dies
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import yaml
 
-import kube_cluster
-from kube_cluster import ControlPlane
+from harness import cluster as kube_cluster
+from harness.cluster import ControlPlane
 
 NODE_NAME = "scorestream-node"
 HOST_ADDRESS = "198.19.0.1"  # this end of the pair: the API server and the broker listen here
@@ -46,7 +46,7 @@ VOLATILE_SYSCTLS = ("kernel.random.", "fs.dentry-state", "fs.inode-", "fs.file-n
                     "kernel.pty.nr", "fs.aio-nr", "fs.quota.", "net.netfilter.nf_conntrack_count",
                     "kernel.perf_event_max_sample_rate", "fs.binfmt_misc.", "net.ipv4.tcp_mem", "net.ipv4.udp_mem",
                     "kernel.sched_domain.", "vm.stat_refresh", "fs.fanotify.", "fs.inotify.")
-# What other tests running beside the node change on the host meanwhile (tests/netns.py's hosts,
+# What other tests running beside the node change on the host meanwhile (tests/harness/netns.py's hosts,
 # buildah's image mounts): printed, not held against the node.
 FOREIGN = ("/run/netns/ss-", "link added: ss-", "link removed: ss-", "/images/storage/overlay")
 # Paths the kubelet and kube-proxy write on any host, whatever their flags say.
@@ -431,7 +431,7 @@ class Node:
         if self.before is not None:
             self.before.restore(self.cgroup_root)
             left = self.before.diff(HostState.capture())
-            # Other tests beside this one make their own hosts (tests/netns.py: `ss-<tag>`) and
+            # Other tests beside this one make their own hosts (tests/harness/netns.py: `ss-<tag>`) and
             # buildah mounts its images: theirs to clean, not the node's.
             print("host differences while the node ran, its own and others':\n  " + "\n  ".join(left or ["none"]))
             left = [l for l in left if not any(f in l for f in FOREIGN)]

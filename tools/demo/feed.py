@@ -30,7 +30,7 @@ WINE_COLUMNS = (
 def wine_rows(path: str | None = None) -> list[list[float]]:
     """The wine-quality rows: 11 features then quality. The packaged copy unless a path is given."""
     if path is None:
-        text = resources.files("scorestream.demo").joinpath("data/winequality_red.csv").read_text()
+        text = resources.files("scorestream.tools.demo").joinpath("data/winequality_red.csv").read_text()
     else:
         with open(path) as f:
             text = f.read()

@@ -30,9 +30,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from scorestream import naming
 from scorestream.api import job_http as h
 from scorestream.operator import spec as s
-from scorestream.operator.desired import METRICS_PORT, Names
+from scorestream.naming import METRICS_PORT, Names
 from scorestream.operator.rollout import rollback_value
 
 UNREACHABLE = 3  # not 2: argparse exits 2 on a usage error
@@ -104,21 +105,21 @@ class Cluster:
 
     def get(self, name: str) -> dict[str, Any]:
         return self._call(f"modelserving {self.namespace}/{name}", self.custom.get_namespaced_custom_object,
-                          s.GROUP, s.VERSION, self.namespace, s.PLURAL, name)
+                          naming.GROUP, s.VERSION, self.namespace, s.PLURAL, name)
 
     def list(self, all_namespaces: bool) -> list[dict[str, Any]]:
         if all_namespaces:
             found = self._call("listing modelservings in all namespaces", self.custom.list_cluster_custom_object,
-                               s.GROUP, s.VERSION, s.PLURAL)
+                               naming.GROUP, s.VERSION, s.PLURAL)
         else:
             found = self._call(f"listing modelservings in {self.namespace}", self.custom.list_namespaced_custom_object,
-                               s.GROUP, s.VERSION, self.namespace, s.PLURAL)
+                               naming.GROUP, s.VERSION, self.namespace, s.PLURAL)
         return sorted(found.get("items", []), key=lambda m: (m["metadata"].get("namespace", ""), m["metadata"]["name"]))
 
     def patch(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         # A dict body goes as a JSON merge patch: only the named fields change.
         return self._call(f"patching modelserving {self.namespace}/{name}", self.custom.patch_namespaced_custom_object,
-                          s.GROUP, s.VERSION, self.namespace, s.PLURAL, name, body)
+                          naming.GROUP, s.VERSION, self.namespace, s.PLURAL, name, body)
 
     def events(self, name: str, uid: str, limit: int = 10) -> list[dict[str, Any]]:
         found = self._call("events", self.core.list_namespaced_event, self.namespace,
@@ -404,7 +405,7 @@ def _await(cluster: Cluster, name: str, done, seconds: float) -> dict[str, Any] 
 
 def control(cluster: Cluster, name: str, key: str, value: str, wait: float) -> tuple[dict[str, Any], int]:
     """Set a control annotation; with `wait`, until the operator records it handled."""
-    annotation = s.CONTROL_ANNOTATIONS[key]
+    annotation = naming.CONTROL_ANNOTATIONS[key]
     cluster.patch(name, {"metadata": {"annotations": {annotation: value}}})
     result = {"name": name, "annotation": annotation, "value": value, "handled": None}
     if wait <= 0:
@@ -423,7 +424,7 @@ def control(cluster: Cluster, name: str, key: str, value: str, wait: float) -> t
 def run(args: argparse.Namespace) -> tuple[Any, str, int]:
     """The command's view, its human rendering, and the exit code."""
     if args.command == "version":
-        from scorestream.cli import package_version
+        from scorestream.tools.cli import package_version
 
         v = {"plugin": package_version()}
         return v, f"kubectl-scorestream {v['plugin']} (serves {s.API_VERSION} {s.KIND})", 0

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from scorestream.demo.broker import free_port
+from scorestream.tools.local.broker import free_port
 
 
 class StandaloneCluster:
