@@ -82,6 +82,7 @@ def test_spec_and_descriptor_samples_take_csv_through_the_same_parser(tmp_path):
     assert fetched == read_records(text, "s") and len(fetched) == 4
 
 
+@pytest.mark.jvm  # the scorer's JVM, started by `verify`
 def test_verify_takes_the_wine_data_set_as_csv(tmp_path, capsys):
     """`scorestream verify --sample winequality_red.csv`: the report's data set with its header row,
     every record scored by the JVM scorer, and a tampered expectation named by record and field."""

@@ -36,7 +36,7 @@ if "TieredStopAtLevel" not in _submit_opts:  # a tier the caller chose stays
 # fixtures and has none of these marks: no Spark, no Kafka broker, no API server, no job process,
 # no JVM of its own, no model trained.
 SLOW_FIXTURES = frozenset({"broker", "jvm_session", "kube", "serving", "wine_fixtures", "demo_models", "frozen_graph",
-                           "artifacts"})
+                           "optimized", "artifacts"})
 SLOW_MARKS = ("spark", "broker", "jvm", "node")
 
 
