@@ -30,7 +30,9 @@ POD_OWNED = ("serviceAccountName", "serviceAccount", "automountServiceAccountTok
              "hostUsers")
 # The driver's volumes by name; `checkpoint` is the StatefulSet's volume claim template.
 # `sa-token` is the ServiceAccount's token, projected into the main container only.
-DRIVER_VOLUMES = ("config", "tmp", "checkpoint", "kafka-client", "control", "sa-token")
+# `store-*` are spec.modelStore's Secrets (desired.STORE_VOLUMES).
+DRIVER_VOLUMES = ("config", "tmp", "checkpoint", "kafka-client", "control", "sa-token", "store-s3", "store-gcs",
+                  "store-https")
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 # Label keys a template may not set on any pod: what NetworkPolicies and monitoring select by.
 OPERATOR_LABEL_PREFIXES = ("app.kubernetes.io/", "scorestream.dev/")
