@@ -11,7 +11,6 @@ refusal without it. Credentials are files in a folder laid out as the kubelet mo
 from __future__ import annotations
 
 import copy
-import functools
 import json
 import os
 import shutil
@@ -31,6 +30,7 @@ import yaml
 
 from scorestream import artifacts
 from scorestream.api import descriptor as descriptors
+from scorestream.api.verification import Sample
 from scorestream.config import ArtifactPolicy
 from scorestream.demo import feed, models
 from scorestream.demo.broker import free_port
@@ -42,10 +42,9 @@ REGION = "us-east-1"
 SERVERS = Path(__file__).resolve().parent / "servers"
 
 
-@functools.cache
 def tree() -> bytes:
-    """One PMML model's bytes for the whole module (a new one carries a new timestamp)."""
-    return models.tree_pmml()
+    """What the fetch tests fetch: bytes, not parsed (the real job below parses real models)."""
+    return b'<?xml version="1.0"?>\n<PMML version="4.4" xmlns="http://www.dmg.org/PMML-4_4"/>\n' * 40
 
 
 def write_secret(folder: Path, values: dict[str, str]) -> None:
@@ -411,6 +410,8 @@ def test_a_job_serves_a_model_published_by_s3_location_across_a_key_rotation(ser
     rows = feed.wine_rows()
     s3.put("models", "wine/tree.pmml", models.tree_pmml(rows))
     s3.put("models", "wine/shallow.pmml", models.tree_pmml(rows, max_depth=2))
+    # The verification sample is fetched from the store as well, with the same credentials.
+    s3.put("models", "wine/sample.jsonl", b"\n".join(value for _key, value in feed.wine_records(rows[:10])))
     creds = tmp_path / "s3-secret"
     first = s3.reader_key("job-reader")
     write_secret(creds, first)
@@ -431,12 +432,15 @@ def test_a_job_serves_a_model_published_by_s3_location_across_a_key_rotation(ser
     second = s3.reader_key("job-reader")
     write_secret(creds, second)
     s3.revoke(first, "job-reader")
-    s.publish(by_location("shallow", "2", "s3://models/wine/shallow.pmml"))
+    s.publish(by_location("shallow", "2", "s3://models/wine/shallow.pmml").model_copy(
+        update={"verification": Sample(location="s3://models/wine/sample.jsonl")}))
     deadline = time.monotonic() + 120
     while job.get("/models")["serving"].get("wine", {}).get("name") != "shallow" and time.monotonic() < deadline:
         time.sleep(0.5)
     state = job.get("/models")
     assert state["serving"]["wine"]["name"] == "shallow", (state, job.tail(40))
+    sample = [r for r in state["serving"]["wine"]["verification"]["sets"] if r["set"] == "sample"]
+    assert [(r["records"], r["predicted"]) for r in sample] == [(10, 10)], state
 
     # A wrong bucket: rejected with S3's code, and the serving model goes on.
     s.publish(by_location("tree", "3", "s3://not-our-models/wine/tree.pmml"))
