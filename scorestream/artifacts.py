@@ -448,8 +448,15 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, req, fp, code, msg, headers, newurl):
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is not None and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc:
-            new.remove_header("Authorization")  # credentials go to the host they were written for
+            # Credentials go to the host they were written for: a Basic or bearer token, an S3
+            # signature and its session token.
+            for name in _CREDENTIAL_HEADERS:
+                new.remove_header(name)
         return new
+
+
+# As urllib.request.Request stores header names (str.capitalize).
+_CREDENTIAL_HEADERS = ("Authorization", "X-amz-security-token")
 
 
 # --- archives -----------------------------------------------------------------------------------

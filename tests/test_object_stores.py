@@ -348,6 +348,12 @@ class BearerServer:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
+                if self.path.startswith("/elsewhere/"):  # the same server under another host name
+                    self.send_response(302)
+                    self.send_header("Location", f"https://localhost:{outer.port}/{self.path.split('/', 2)[2]}")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 auth = self.headers.get("Authorization")
                 outer.seen.append(auth)
                 ok = auth == f"Bearer {outer.token}"
@@ -396,6 +402,10 @@ def test_an_https_location_gets_the_bearer_token_only_on_the_named_hosts(bearer,
     # Another host name for the same server is not a named host: no token is sent there.
     elsewhere = f"https://localhost:{bearer.port}/models/tree.pmml"
     assert rejected(elsewhere, pol, bearer.token) == f"{elsewhere}: HTTP 401 Unauthorized"
+    assert bearer.seen[-1] is None
+    # A redirect to another host does not take the token along.
+    redirected = f"https://127.0.0.1:{bearer.port}/elsewhere/models/tree.pmml"
+    assert rejected(redirected, pol, bearer.token) == f"{redirected}: HTTP 401 Unauthorized"
     assert bearer.seen[-1] is None
     # Nor over plain http, where anyone on the path could read it.
     assert object_stores.request(f"http://127.0.0.1:{bearer.port}/m", pol, exchange=None).headers == {}
@@ -575,3 +585,17 @@ def test_the_runtime_image_installs_the_store_sdks():
     import google.oauth2.service_account  # noqa: F401
     import minio.credentials.providers  # noqa: F401
     import minio.signer  # noqa: F401
+
+
+def test_a_redirect_to_another_host_drops_every_credential_header():
+    """An S3 session token is a credential as much as the signature is."""
+    import urllib.request
+
+    req = urllib.request.Request("https://store.example:9000/b/k", headers={
+        "Authorization": "AWS4-HMAC-SHA256 Credential=...", "X-Amz-Security-Token": "session", "x-amz-date": "d"})
+    handler = artifacts._Redirects(5)
+    same = handler.redirect_request(req, None, 307, "", {}, "https://store.example:9000/b/k2")
+    assert same.has_header("Authorization") and same.has_header("X-amz-security-token")
+    other = handler.redirect_request(req, None, 307, "", {}, "https://other.example/b/k")
+    assert not other.has_header("Authorization") and not other.has_header("X-amz-security-token")
+    assert other.has_header("X-amz-date")
