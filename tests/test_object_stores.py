@@ -220,6 +220,14 @@ def test_an_s3_endpoint_at_a_disallowed_address_is_refused(s3, tmp_path):
 # --- GCS: fake-gcs-server, a service-account key exchanged at a token server ---------------------
 
 
+def reply(handler: BaseHTTPRequestHandler, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+    handler.send_response(status)
+    for k, v in {**(headers or {}), "Content-Length": str(len(body))}.items():
+        handler.send_header(k, v)
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 class TokenServer:
     """OAuth's token endpoint for a service-account key: takes the signed JWT assertion, answers a
     token (what oauth2.googleapis.com does), and remembers who asked."""
@@ -234,13 +242,8 @@ class TokenServer:
 
                 body = parse_qs(self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode())
                 outer.assertions.append(body.get("assertion", [""])[0])
-                answer = json.dumps({"access_token": f"ya29.test-{len(outer.assertions)}", "expires_in": 3600,
-                                     "token_type": "Bearer"}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
+                reply(self, 200, json.dumps({"access_token": f"ya29.test-{len(outer.assertions)}", "expires_in": 3600,
+                                             "token_type": "Bearer"}).encode(), {"Content-Type": "application/json"})
 
             def log_message(self, *args):
                 pass
@@ -349,19 +352,12 @@ class BearerServer:
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
                 if self.path.startswith("/elsewhere/"):  # the same server under another host name
-                    self.send_response(302)
-                    self.send_header("Location", f"https://localhost:{outer.port}/{self.path.split('/', 2)[2]}")
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
+                    reply(self, 302, b"", {"Location": f"https://localhost:{outer.port}/{self.path.split('/', 2)[2]}"})
                     return
                 auth = self.headers.get("Authorization")
                 outer.seen.append(auth)
                 ok = auth == f"Bearer {outer.token}"
-                data = body if ok else CANARY.encode()
-                self.send_response(200 if ok else 401)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                reply(self, 200 if ok else 401, body if ok else CANARY.encode())
 
             def log_message(self, *args):
                 pass
