@@ -181,7 +181,8 @@ def _gcs(bucket: str, key: str, access: GcsAccess | None, exchange: Exchange) ->
     endpoint = (access.endpoint if access and access.endpoint else "https://storage.googleapis.com").rstrip("/")
     url = f"{endpoint}/storage/v1/b/{bucket}/o/{urllib.parse.quote(key, safe='')}?alt=media"
     token = _gcs_token(access, exchange)
-    return Request(url, {"Authorization": f"Bearer {token}"} if token else {}, _gcs_reason)
+    # GCS's error text is the server's: the status says enough.
+    return Request(url, {"Authorization": f"Bearer {token}"} if token else {})
 
 
 def _gcs_token(access: GcsAccess | None, exchange: Exchange) -> str | None:
@@ -201,6 +202,7 @@ def _gcs_token(access: GcsAccess | None, exchange: Exchange) -> str | None:
         return credentials.token
     if access.workload_identity:
         import google.auth
+        import google.auth.exceptions
         import google.auth.transport.urllib3
         import urllib3
 
@@ -223,10 +225,6 @@ def _refresh(credentials, transport) -> None:
         credentials.refresh(transport)
     except google.auth.exceptions.GoogleAuthError as e:
         raise ArtifactError(f"gs: no token for the job's GCS credentials ({type(e).__name__})") from None
-
-
-def _gcs_reason(body: bytes) -> str | None:
-    return None  # GCS's error text is the server's: the status says enough
 
 
 class _GuardedTransport:
