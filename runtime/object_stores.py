@@ -63,7 +63,7 @@ def request(location: str, policy: ArtifactPolicy, exchange: Exchange) -> Reques
         if scheme == "https" and bearer is not None and url.username is None and _bearer_host(url, bearer):
             return Request(location, {"Authorization": f"Bearer {_secret_text(bearer.token_file, 'bearer token')}"})
         return Request(location)
-    bucket, key = _bucket_and_key(location, url)
+    bucket, key = _bucket_and_key(url)
     if scheme == "s3":
         return _s3(bucket, key, stores.s3 if stores else None)
     return _gcs(bucket, key, stores.gcs if stores else None, exchange)
@@ -76,7 +76,7 @@ def _bearer_host(url: urllib.parse.SplitResult, bearer: BearerAccess) -> bool:
                for h in bearer.hosts)
 
 
-def _bucket_and_key(location: str, url: urllib.parse.SplitResult) -> tuple[str, str]:
+def _bucket_and_key(url: urllib.parse.SplitResult) -> tuple[str, str]:
     shown = f"{url.scheme}://{url.hostname or ''}{url.path}"[:300]
     if "@" in url.netloc or url.port is not None or url.query or url.fragment:
         raise ArtifactError(f"{shown}: an {url.scheme} location is {url.scheme}://bucket/key: no user, port or"
