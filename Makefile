@@ -4,10 +4,11 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-# Re-install when the pins change (Python packages, the jars of scorestream/jars.lock, the control plane's Go modules).
+# Re-install when the pins change (Python packages, the jars of scorestream/jars.lock, the control plane's Go modules,
+# moto's environment).
 # Two stamps: `make demo` needs only the first; `make test` needs both.
 DEMO_STAMP := $(VENV)/.setup-demo-$(shell cat pyproject.toml requirements.lock scorestream/jars.lock 2>/dev/null | sha1sum | cut -c1-12)
-STAMP  := $(VENV)/.setup-$(shell cat pyproject.toml requirements.lock scorestream/jars.lock tests/cluster/*/go.* 2>/dev/null | sha1sum | cut -c1-12)
+STAMP  := $(VENV)/.setup-$(shell cat pyproject.toml requirements.lock scorestream/jars.lock tests/cluster/*/go.* tests/servers/moto.lock 2>/dev/null | sha1sum | cut -c1-12)
 
 # The real node's parts and the image builder, from Debian (bookworm fixes their versions:
 # containerd 1.6, runc 1.1, the CNI plugins 1.1, buildah 1.28).
@@ -18,7 +19,8 @@ NODE_PACKAGES := containerd runc containernetworking-plugins buildah debootstrap
 # What the demo runs: the Python packages, the JVM scorer and the Kafka jars.
 setup-demo: $(DEMO_STAMP)
 
-# What the tests need as well: helm, Prometheus and Lua, and the Kubernetes control plane.
+# What the tests need as well: helm, Prometheus and Lua, the Kubernetes control plane (and fake-gcs-server,
+# built with it), and moto's S3 server.
 setup: $(STAMP)
 
 $(DEMO_STAMP):
@@ -47,6 +49,8 @@ $(STAMP): $(DEMO_STAMP)
 	  echo "go not found: installing Go (Debian), to build the tests' Kubernetes control plane"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go; }
 	$(BIN)/python tests/harness/cluster.py
+	@echo "moto's S3 server for the object-store tests, in an environment of its own (tests/servers/moto_env.py)"
+	$(BIN)/python tests/servers/moto_env.py
 	@find $(VENV) -maxdepth 1 -name '.setup-*' ! -name '.setup-demo-*' -delete && touch $@
 
 demo: setup-demo

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scorestream import naming
-from scorestream.config import HttpConfig, JobConfig, KafkaConfig, SparkConfig
+from scorestream.config import ArtifactPolicy, HttpConfig, JobConfig, KafkaConfig, SparkConfig, StoreAccess
 from scorestream.operator import podtemplate
 from scorestream.operator import spec as s
 from scorestream.operator.kube import contains
@@ -26,6 +26,10 @@ EXECUTOR_TEMPLATE_FILE = f"{CONFIG_DIR}/{EXECUTOR_TEMPLATE_KEY}"
 DRIVER_CONTAINER = "driver"
 EXECUTOR_CONTAINER = "executor"
 KAFKA_SECRET_DIR = "/etc/scorestream/kafka"
+# spec.modelStore's Secrets, mounted into the driver only: executors fetch nothing (the driver
+# fetches every model and sample and ships the files to them).
+STORES_DIR = "/etc/scorestream/stores"
+STORE_VOLUMES = {"s3": "store-s3", "gcs": "store-gcs", "https": "store-https"}
 CHECKPOINT_DIR = "/var/lib/scorestream"
 # The control token: a Secret the operator makes per resource (never rendered here: its value is
 # random, made once), mounted into the driver only.
@@ -98,6 +102,7 @@ def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig
         "spark.authenticate": "true",
     }
     config = JobConfig.model_validate({
+        "artifacts": ArtifactPolicy(stores=store_access(spec.model_store)),
         "name": name,
         "namespace": namespace,
         "dataTypes": [spec.data_type],
@@ -115,6 +120,45 @@ def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig
         # A checkpoint per configuration: a changed job starts afresh from the committed offsets.
         config = config.model_copy(update={"checkpoint_location": f"{CHECKPOINT_DIR}/stateless-{config_hash(config)}"})
     return config
+
+
+def store_access(store: s.ModelStoreSpec | None) -> StoreAccess | None:
+    """spec.modelStore for the job: where its Secrets are mounted (_store_volumes), never their values."""
+    if store is None:
+        return None
+    access: dict[str, Any] = {}
+    if store.s3:
+        s3 = store.s3.model_dump(by_alias=True, exclude={"secret_ref"})
+        if store.s3.secret_ref:
+            s3["credentialsDir"] = f"{STORES_DIR}/s3"
+        access["s3"] = s3
+    if store.gcs:
+        gcs = store.gcs.model_dump(by_alias=True, exclude={"secret_ref"})
+        if store.gcs.secret_ref:
+            gcs["serviceAccountFile"] = f"{STORES_DIR}/gcs/{store.gcs.secret_ref.key}"
+        access["gcs"] = gcs
+    if store.https:
+        access["https"] = {"hosts": store.https.hosts, "tokenFile": f"{STORES_DIR}/https/{store.https.secret_ref.key}"}
+    return StoreAccess.model_validate(access)
+
+
+def _store_volumes(store: s.ModelStoreSpec | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The driver's volumes and mounts of spec.modelStore's Secrets. Mounted whole folders, no
+    subPath: the kubelet swaps a rotated Secret's files in place, and the job reads them at each fetch."""
+    volumes, mounts = [], []
+    refs = {"s3": (store.s3.secret_ref, None) if store and store.s3 and store.s3.secret_ref else None,
+            "gcs": (store.gcs.secret_ref, store.gcs.secret_ref.key) if store and store.gcs and store.gcs.secret_ref else None,
+            "https": (store.https.secret_ref, store.https.secret_ref.key) if store and store.https else None}
+    for kind, found in refs.items():
+        if found is None:
+            continue
+        ref, key = found
+        secret: dict[str, Any] = {"secretName": ref.name, "defaultMode": 0o440}
+        if key is not None:
+            secret["items"] = [{"key": key, "path": key}]
+        volumes.append({"name": STORE_VOLUMES[kind], "secret": secret})
+        mounts.append({"name": STORE_VOLUMES[kind], "mountPath": f"{STORES_DIR}/{kind}", "readOnly": True})
+    return volumes, mounts
 
 
 def _jvm_memory(quantity: str) -> str:
@@ -318,6 +362,9 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: naming.Names, 
         volumes.append({"name": "kafka-client", "secret": {
             "secretName": ref.name, "items": [{"key": ref.key, "path": ref.key}], "defaultMode": 0o440}})
         mounts.append({"name": "kafka-client", "mountPath": KAFKA_SECRET_DIR, "readOnly": True})
+    store_volumes, store_mounts = _store_volumes(spec.model_store)
+    volumes += store_volumes
+    mounts += store_mounts
     volumes.append({"name": "control", "secret": {
         "secretName": names.control_secret, "items": [{"key": CONTROL_TOKEN_KEY, "path": CONTROL_TOKEN_KEY}],
         "defaultMode": 0o440}})

@@ -31,7 +31,9 @@ POD_OWNED = ("serviceAccountName", "serviceAccount", "automountServiceAccountTok
              "hostUsers")
 # The driver's volumes by name; `checkpoint` is the StatefulSet's volume claim template.
 # `sa-token` is the ServiceAccount's token, projected into the main container only.
-DRIVER_VOLUMES = ("config", "tmp", "checkpoint", "kafka-client", "control", "sa-token")
+# `store-*` are spec.modelStore's Secrets (desired.STORE_VOLUMES).
+DRIVER_VOLUMES = ("config", "tmp", "checkpoint", "kafka-client", "control", "sa-token", "store-s3", "store-gcs",
+                  "store-https")
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 # Where the main container's ServiceAccount token is (Kubernetes' own path, where Spark's client looks).
 SA_TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"

@@ -16,6 +16,9 @@ from pydantic import Field, field_validator, model_validator
 from scorestream.config import (
     _K8S_NAME,
     DURATION_PATTERN,
+    BearerHosts,
+    GcsEndpoint,
+    S3Endpoint,
     REAL_TIME_NO_MAX_OFFSETS,
     REAL_TIME_PMML_ONLY,
     InputConfig,
@@ -176,6 +179,70 @@ class KafkaSpec(KafkaTopics):
         return v
 
 
+class StoreSecretRef(Strict):
+    name: str = Field(pattern=_K8S_NAME, max_length=253)
+    """A Secret in the ModelServing's namespace, mounted into the driver (the one pod that fetches
+    models and samples) and read at every fetch: a rotated Secret signs the next fetch, no restart."""
+
+
+class KeyedStoreSecretRef(StoreSecretRef):
+    key: str = Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")
+    """The Secret's key holding the credential."""
+
+
+_ONE_CREDENTIAL = ("!(has(self.secretRef) && has(self.workloadIdentity) && self.workloadIdentity)",
+                   "secretRef and workloadIdentity exclude each other: credentials come from one of them")
+
+
+def _one_credential(store: "S3Store | GcsStore") -> None:
+    if store.secret_ref is not None and store.workload_identity:
+        raise ValueError(_ONE_CREDENTIAL[1])
+
+
+class S3Store(S3Endpoint):
+    model_config = S3Endpoint.model_config | {"json_schema_extra": _rules(_ONE_CREDENTIAL)}
+
+    secret_ref: StoreSecretRef | None = Field(None, alias="secretRef")
+    """A Secret with the keys AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and optionally
+    AWS_SESSION_TOKEN: what s3:// fetches are signed with."""
+
+    @model_validator(mode="after")
+    def _one(self) -> "S3Store":
+        _one_credential(self)
+        return self
+
+
+class GcsStore(GcsEndpoint):
+    model_config = GcsEndpoint.model_config | {"json_schema_extra": _rules(_ONE_CREDENTIAL)}
+
+    secret_ref: KeyedStoreSecretRef | None = Field(None, alias="secretRef")
+    """A Secret holding a service-account key (its JSON, key `service-account.json` by
+    convention): gs:// fetches carry a read-only token made from it."""
+
+    @model_validator(mode="after")
+    def _one(self) -> "GcsStore":
+        _one_credential(self)
+        return self
+
+
+class BearerStore(BearerHosts):
+    secret_ref: KeyedStoreSecretRef = Field(alias="secretRef")
+    """A Secret holding the bearer token (sent as `Authorization: Bearer <token>`)."""
+
+
+class ModelStoreSpec(Strict):
+    """How the job reaches object stores and token-protected https locations, for every model it
+    fetches (spec.model, or a models-topic message) and every verification sample. Credentials
+    are named here, never written in a location, a spec or a message."""
+
+    s3: S3Store | None = None
+    """s3:// locations: the endpoint, region and credentials."""
+    gcs: GcsStore | None = None
+    """gs:// locations: the endpoint and credentials."""
+    https: BearerStore | None = None
+    """https:// locations on the named hosts: a bearer token."""
+
+
 class VerificationSpec(Strict):
     uri: str = Field(min_length=1, max_length=262144, pattern=r"^((file|https?|s3|gs)://|/|data:)")
     """Records in the input format, one JSON object per line or CSV with a header row naming the
@@ -200,8 +267,8 @@ class ModelSpec(Strict):
     uri: str = Field(min_length=1, max_length=262144, pattern=r"^((file|https?|s3|gs)://|/|data:)")
     """Where the model's artifact is: file:// or an absolute path (under the job's model
     directories, /models by default: a volume or the image's folder for models),
-    http(s)://, s3:// or gs:// (with the fsspec extra), or a data: URI (RFC 2397) carrying a small
-    model inline. The job fetches it; an artifact it cannot fetch or load fails the rollout and
+    http(s)://, s3://bucket/key or gs://bucket/key (credentials and endpoints: spec.modelStore), or
+    a data: URI (RFC 2397) carrying a small model inline. The job fetches it; an artifact it cannot fetch or load fails the rollout and
     the current model keeps serving."""
     description: str = Field("", max_length=1024)
     """A human description, reported with the serving statistics."""
@@ -390,6 +457,9 @@ class ModelServingSpec(Strict):
     """How input records are decoded."""
     model: ModelSpec | None = None
     """The desired model. Changing it rolls the model; unset, the job serves what the models topic holds."""
+    model_store: ModelStoreSpec | None = Field(None, alias="modelStore")
+    """Credentials and endpoints for s3://, gs:// and token-protected https:// model and sample
+    locations (docs/model-messages.md#object-stores); unset: unsigned requests to the public endpoints."""
     rollout: RolloutSpec = Field(default_factory=RolloutSpec)
     """How a model change is rolled out."""
     replicas: int = Field(1, ge=0, le=1000)

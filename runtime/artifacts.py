@@ -87,9 +87,7 @@ def _fetch(location: str, policy: ArtifactPolicy) -> bytes | Path:
             raise ArtifactError(f"{shown}: a file URL names no host")
         path = urllib.parse.unquote(url.path) if scheme else location
         return _within_deadline(shown, policy, lambda abort: _read_local(shown, path, policy, abort))
-    if scheme in ("http", "https"):
-        return _within_deadline(shown, policy, lambda abort: _read_http(shown, location, policy, abort))
-    return _within_deadline(shown, policy, lambda abort: _read_fsspec(shown, location, policy, abort))
+    return _within_deadline(shown, policy, lambda abort: _read_remote(shown, location, policy, abort))
 
 
 def redact(location: str) -> str:
@@ -180,7 +178,7 @@ def _within_deadline(shown: str, policy: ArtifactPolicy, fn: Callable[[_Abort], 
     worker.join(policy.fetch_timeout_seconds)
     if worker.is_alive():
         abort.cancel()
-        # A socket read ends at once; a filesystem or fsspec call may not, and is left behind as a
+        # A socket read ends at once; a filesystem call or a credential lookup may not, and is left behind as a
         # daemon thread whose result nobody reads.
         raise ArtifactError(f"{shown}: not fetched within fetchTimeoutSeconds {policy.fetch_timeout_seconds:g}")
     ok, value = outcome[0]
@@ -262,9 +260,49 @@ def _check_folder(shown: str, folder: Path, policy: ArtifactPolicy) -> None:
 # --- http(s) ------------------------------------------------------------------------------------
 
 
-def _read_http(shown: str, location: str, policy: ArtifactPolicy, abort: _Abort) -> bytes:
+def _read_remote(shown: str, location: str, policy: ArtifactPolicy, abort: _Abort) -> bytes:
+    """http(s), s3 and gs: the store's SDK says what to request and how it is signed
+    (runtime/object_stores.py); this client fetches it, within every limit of an http(s) fetch."""
+    from scorestream.runtime import object_stores
+
+    def exchange(url: str, method: str, body: bytes | None, headers: dict[str, str]):
+        return _exchange(redact(url), url, policy, abort, method, body, headers)
+
+    req = object_stores.request(location, policy, exchange)
+    return _read_http(shown, req.url, policy, abort, req.headers, req.explain)
+
+
+def _opener(shown: str, policy: ArtifactPolicy, abort: _Abort) -> urllib.request.OpenerDirector:
+    return urllib.request.build_opener(
+        _TrackedHTTPHandler(abort, shown, policy), _TrackedHTTPSHandler(abort, shown, policy),
+        _Redirects(policy.max_redirects))
+
+
+def _exchange(shown: str, url: str, policy: ArtifactPolicy, abort: _Abort, method: str, body: bytes | None,
+              headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+    """One request of a store's credential flow (a token exchange), through the guarded client:
+    its status, headers and body (at most 1 MiB), whatever the status."""
+    request = urllib.request.Request(url, data=body, method=method, headers={"User-Agent": "scorestream", **headers})
+    limit = min(policy.max_fetch_bytes, 1 << 20)
+    try:
+        with _opener(shown, policy, abort).open(request, timeout=min(_READ_TIMEOUT, policy.fetch_timeout_seconds)) as r:
+            return r.status, dict(r.headers.items()), _read_limited(shown, r.read, limit, abort)
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers.items()), _read_limited(shown, e.read, limit, abort)
+    except urllib.error.URLError as e:
+        raise ArtifactError(f"{shown}: {_reason(e)}") from None
+    except (OSError, http_client.HTTPException) as e:
+        raise ArtifactError(f"{shown}: {getattr(e, 'strerror', None) or type(e).__name__}") from None
+
+
+def _reason(e: urllib.error.URLError) -> str:
+    return e.reason if isinstance(e.reason, str) else (getattr(e.reason, "strerror", None) or type(e.reason).__name__)
+
+
+def _read_http(shown: str, location: str, policy: ArtifactPolicy, abort: _Abort, signed: dict[str, str] | None = None,
+               explain: Callable[[bytes], str | None] | None = None) -> bytes:
     url = urllib.parse.urlsplit(location)
-    headers = {"User-Agent": "scorestream"}
+    headers = {"User-Agent": "scorestream", **(signed or {})}
     if url.username is not None:
         # Credentials in the URL become a Basic header; the URL requested (and any error about
         # it) no longer carries them.
@@ -274,9 +312,7 @@ def _read_http(shown: str, location: str, policy: ArtifactPolicy, abort: _Abort)
         host = url.hostname or ""
         host = f"[{host}]" if ":" in host else host
         url = url._replace(netloc=host + (f":{url.port}" if url.port else ""))
-    opener = urllib.request.build_opener(
-        _TrackedHTTPHandler(abort, shown, policy), _TrackedHTTPSHandler(abort, shown, policy),
-        _Redirects(policy.max_redirects))
+    opener = _opener(shown, policy, abort)
     request = urllib.request.Request(urllib.parse.urlunsplit(url), headers=headers)
     try:
         with opener.open(request, timeout=min(_READ_TIMEOUT, policy.fetch_timeout_seconds)) as resp:
@@ -287,15 +323,22 @@ def _read_http(shown: str, location: str, policy: ArtifactPolicy, abort: _Abort)
     except urllib.error.HTTPError as e:
         # The standard phrase, not the server's: its text is the server's to choose.
         phrase = HTTPStatus(e.code).phrase if e.code in HTTPStatus._value2member_map_ else ""
-        raise ArtifactError(f"{shown}: HTTP {e.code} {phrase}".rstrip()) from None
+        code = explain(_error_body(e)) if explain else None
+        raise ArtifactError(f"{shown}: HTTP {e.code} {phrase}".rstrip() + (f" ({code})" if code else "")) from None
     except urllib.error.URLError as e:
-        reason = e.reason if isinstance(e.reason, str) else (getattr(e.reason, "strerror", None)
-                                                             or type(e.reason).__name__)
-        raise ArtifactError(f"{shown}: {reason}") from None
+        raise ArtifactError(f"{shown}: {_reason(e)}") from None
     except (OSError, http_client.HTTPException) as e:
         if abort.cancelled.is_set():
             raise ArtifactError(f"{shown}: cancelled") from None
         raise ArtifactError(f"{shown}: {getattr(e, 'strerror', None) or type(e).__name__}") from None
+
+
+def _error_body(e: urllib.error.HTTPError) -> bytes:
+    """The start of an error answer, for a store's error code: 4 KiB at most, never shown."""
+    try:
+        return e.read(4096) or b""
+    except (OSError, http_client.HTTPException):
+        return b""
 
 
 _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
@@ -405,27 +448,15 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, req, fp, code, msg, headers, newurl):
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
         if new is not None and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc:
-            new.remove_header("Authorization")  # credentials go to the host they were written for
+            # Credentials go to the host they were written for: a Basic or bearer token, an S3
+            # signature and its session token.
+            for name in _CREDENTIAL_HEADERS:
+                new.remove_header(name)
         return new
 
 
-# --- s3://, gs:// -------------------------------------------------------------------------------
-
-
-def _read_fsspec(shown: str, location: str, policy: ArtifactPolicy, abort: _Abort) -> bytes:
-    try:
-        import fsspec
-    except ImportError:
-        raise ArtifactError(f"{shown}: this scheme needs fsspec (pip install fsspec s3fs/gcsfs)") from None
-    try:
-        with fsspec.open(location, "rb") as f:
-            return _read_limited(shown, f.read, policy.max_fetch_bytes, abort)
-    except ArtifactError:
-        raise
-    except Exception as e:  # fsspec backends raise their own types; their text may echo the URL
-        text = str(e).strip().splitlines()
-        detail = f"{type(e).__name__}: {text[0][:200]}" if text else type(e).__name__
-        raise ArtifactError(_scrub(f"{shown}: {detail}", location)) from None
+# As urllib.request.Request stores header names (str.capitalize).
+_CREDENTIAL_HEADERS = ("Authorization", "X-amz-security-token")
 
 
 # --- archives -----------------------------------------------------------------------------------

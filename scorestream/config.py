@@ -6,9 +6,9 @@ import ipaddress
 import json
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
 from scorestream import naming
 
@@ -259,6 +259,73 @@ class SparkConfig(SparkTrigger):
 _SYSTEM_DIRS = ("/dev", "/proc", "/sys")
 
 
+_ENDPOINT = r"^https?://[^/?#@\s]+/?$"
+_REGION = r"^[a-z0-9-]{1,32}$"
+_HOST = r"^[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?$"
+
+
+class S3Endpoint(Strict):
+    """Where s3:// locations are fetched from: shared by the spec (spec.modelStore.s3) and the job config."""
+
+    endpoint: str | None = Field(None, pattern=_ENDPOINT, max_length=1024)
+    """An S3-compatible endpoint (MinIO, Ceph, a cloud's S3 API): https://host[:port], buckets
+    addressed by path. Unset: AWS S3 in `region`. It passes the same address check as an http(s)
+    location (the chart's artifacts.allowedNetworks for an in-cluster store)."""
+    region: str = Field("us-east-1", pattern=_REGION)
+    """The region requests are signed for (SigV4)."""
+    workload_identity: bool = Field(False, alias="workloadIdentity")
+    """Sign with the pod's own identity, AWS's default credential chain (IRSA: the web identity
+    token and role the EKS pod identity webhook sets in the environment; EKS Pod Identity; the
+    instance's role), instead of a Secret. Neither set: requests are unsigned (public buckets)."""
+
+
+class GcsEndpoint(Strict):
+    """Where gs:// locations are fetched from: shared by the spec (spec.modelStore.gcs) and the job config."""
+
+    endpoint: str | None = Field(None, pattern=_ENDPOINT, max_length=1024)
+    """Google Cloud Storage's JSON API at another address (an emulator, a private endpoint):
+    http(s)://host[:port]. Unset: https://storage.googleapis.com. It passes the same address check
+    as an http(s) location."""
+    workload_identity: bool = Field(False, alias="workloadIdentity")
+    """Use the pod's own identity, Google's Application Default Credentials (GKE Workload
+    Identity: the node's metadata server answers for the pod's Kubernetes ServiceAccount),
+    instead of a Secret. Neither set: requests carry no token (public objects)."""
+
+
+class BearerHosts(Strict):
+    """https locations that get a bearer token: shared by the spec (spec.modelStore.https) and the job config."""
+
+    hosts: list[Annotated[str, StringConstraints(pattern=_HOST, max_length=260)]] = Field(min_length=1, max_length=64)
+    """The hosts (host, or host:port when not 443) the token is sent to; a location elsewhere, a
+    redirect to another host and every http:// location get no token: a models-topic writer
+    names the location, and must not be able to collect the token."""
+
+
+class S3Access(S3Endpoint):
+    # A mounted Secret's folder: files AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and optionally
+    # AWS_SESSION_TOKEN, read at each fetch (a rotated Secret is used without a restart).
+    credentials_dir: str | None = Field(None, alias="credentialsDir")
+
+
+class GcsAccess(GcsEndpoint):
+    # A mounted service-account key (JSON), read at each fetch.
+    service_account_file: str | None = Field(None, alias="serviceAccountFile")
+
+
+class BearerAccess(BearerHosts):
+    # A mounted file holding the token, read at each fetch.
+    token_file: str = Field(alias="tokenFile")
+
+
+class StoreAccess(Strict):
+    """How the job reaches object stores and token-protected https locations: file paths of
+    mounted Secrets, never the credentials themselves."""
+
+    s3: S3Access | None = None
+    gcs: GcsAccess | None = None
+    https: BearerAccess | None = None
+
+
 class ArtifactPolicy(Strict):
     """What a model message may make the driver fetch and unpack. Models-topic writers are not
     trusted with the driver's files, memory, disk or time: every limit here is a rejection, never a
@@ -284,10 +351,14 @@ class ArtifactPolicy(Strict):
     max_redirects: int = Field(5, alias="maxRedirects", ge=0)
     """HTTP redirects followed (to http or https only)."""
     allowed_networks: list[str] = Field([], alias="allowedNetworks")
-    """Non-public networks (CIDRs) an http(s) fetch may connect to. Every other loopback, private,
+    """Non-public networks (CIDRs) an http(s), s3 or gs fetch may connect to (an object store's
+    endpoint included). Every other loopback, private,
     link-local (cloud metadata), shared or reserved address is refused, checked on the addresses
     DNS answers and again after every redirect. The cluster admin's to set (the chart's
     artifacts.allowedNetworks, rendered by the operator); a spec cannot."""
+    stores: StoreAccess | None = None
+    """Credentials and endpoints for s3://, gs:// and bearer-token https:// locations (from
+    spec.modelStore); unset: unsigned requests to the public endpoints."""
 
     @field_validator("allowed_networks")
     @classmethod

@@ -278,7 +278,7 @@ def test_unreachable_hosts_are_rejections_without_the_url_secrets(tmp_path):
 
 
 def test_object_store_locations_are_rejections_without_their_secrets(tmp_path):
-    """With or without fsspec installed, a location that cannot be had is a clean rejection."""
+    """An object-store location with credentials in it is a clean rejection that shows none of them."""
     reason = rejected(f"s3://AKIA:{PASSWORD}@bucket-that-is-not/m.pmml?{SIGNATURE}", policy(tmp_path, fetchTimeoutSeconds=20))
     assert reason.startswith("s3://bucket-that-is-not/m.pmml: ")
 

@@ -79,7 +79,7 @@ class ModelDescriptor(BaseModel):
     graph: TensorFlowGraph | None = None
     # Exactly one of: the model itself (a PMML document, a SavedModel as a zip/tar archive, or a
     # frozen graph's GraphDef bytes),
-    # or where to get it (file://, http(s)://, a path, or s3:// and gs:// with fsspec).
+    # or where to get it (file://, http(s)://, a path, s3://bucket/key or gs://bucket/key: docs/model-locations.md).
     data: bytes | None = None
     location: str | None = None
     # Set: a candidate (canary or shadow) next to the serving model, not a replacement.

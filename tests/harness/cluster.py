@@ -63,6 +63,8 @@ BUILDS = {
     "kwok": ["sigs.k8s.io/kwok/cmd/kwok"],
     "coredns": ["github.com/coredns/coredns"],
     "pause": ["."],
+    # Not the control plane's: Google Cloud Storage's JSON API for the object-store tests.
+    "fakegcs": ["github.com/fsouza/fake-gcs-server"],
 }
 
 
