@@ -134,6 +134,20 @@ def test_a_missing_secret_or_key_is_named_in_the_error_and_its_values_never():
     assert creds.librdkafka()["security.protocol"] == "SASL_SSL"
 
 
+def test_the_manifest_of_the_docs_is_admitted_by_the_crd_and_the_types():
+    import re
+
+    import yaml
+    from admission import admit
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "strimzi.md").read_text()
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", page, re.S) if "kind: ModelServing" in b]
+    manifest = next(d for d in yaml.safe_load_all(block) if d["kind"] == "ModelServing")
+    assert admit(manifest) == []
+    spec = s.ModelServingSpec.model_validate(manifest["spec"])
+    assert spec.kafka.authentication.type == "tls" and spec.kafka.strimzi_topics.cluster == "my-cluster"
+
+
 # --- a real broker secured as Strimzi's, and real jobs ----------------------------------------------
 
 @pytest.fixture(scope="module")
