@@ -159,8 +159,11 @@ def pki(tmp_path_factory) -> Pki:
 def broker(pki, tmp_path_factory):
     """This module's broker (for the `serving` fixture too): the PLAINTEXT listener for the test's
     own set-up, `tls` and `scram` for the job and the operator."""
-    with SecureBroker(pki, log=tmp_path_factory.mktemp("broker") / "kafka.log") as b:
+    b = SecureBroker(pki, log=tmp_path_factory.mktemp("broker") / "kafka.log").start(timeout=300)  # a loaded machine
+    try:
         yield b
+    finally:
+        b.stop()
 
 
 def _credentials(kind: str, pki: Pki, broker: SecureBroker, workdir: Path) -> tuple[str, dict]:
@@ -248,13 +251,20 @@ async def test_the_operator_checks_topics_and_publishes_through_the_strimzi_list
 @pytest.fixture(scope="module")
 def strimzi_installed(kube, tmp_path_factory):
     """Strimzi's KafkaTopic and KafkaUser CRDs, from its published API (io.strimzi:api 0.49.0)."""
-    for crd in strimzi_crds(tmp_path_factory.mktemp("crds")):
-        if kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}") is None:
-            kube.create(crd)
     import time
 
+    def established(name: str) -> bool:
+        crd = kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}") or {}
+        return any(c["type"] == "Established" and c["status"] == "True"
+                   for c in (crd.get("status") or {}).get("conditions") or [])
+
+    crds = strimzi_crds(tmp_path_factory.mktemp("crds"))
+    for crd in crds:
+        if kube.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}") is None:
+            kube.create(crd)
     deadline = time.monotonic() + 60
-    while kube.get("/apis/kafka.strimzi.io/v1beta2") is None and time.monotonic() < deadline:
+    while not all(established(c["metadata"]["name"]) for c in crds):
+        assert time.monotonic() < deadline, "Strimzi's CRDs not Established in 60 s"
         time.sleep(0.2)
     return kube
 
@@ -289,16 +299,16 @@ async def test_kafka_topics_are_made_and_the_job_waits_for_them_to_be_ready(api,
     body["spec"]["kafka"].update(bootstrapServers=broker.tls_bootstrap, tls=TLS, authentication=MTLS,
                                  strimziTopics={"cluster": CLUSTER})
     body["spec"]["spark"]["triggerInterval"] = "500ms"
+    api.create("v1/secrets", secret_object(CA_SECRET, api.ns, pki.cluster_ca_secret()))
     async with Operated(api, observeInterval=0.5) as run:
         await apply(api, body)
         # No KafkaUser Secret yet (Strimzi's User Operator writes it a moment after the KafkaUser).
         await until(lambda: condition(api, "wine", "Ready").get("reason") == "KafkaCredentialsMissing", timeout=30,
                     what="Ready=False KafkaCredentialsMissing")
-        assert "alice" in condition(api, "wine", "Ready")["message"]
+        assert f"Secret {api.ns}/alice (kafka.authentication) does not exist" in condition(api, "wine", "Ready")["message"]
         assert obj(api, "apps/v1/statefulsets", "wine-driver") is None or \
             obj(api, "apps/v1/statefulsets", "wine-driver")["spec"]["replicas"] == 0
         user = pki.tls_user_secret("alice")
-        api.create("v1/secrets", secret_object(CA_SECRET, api.ns, pki.cluster_ca_secret()))
         api.create("v1/secrets", secret_object("alice", api.ns, user))
         await until(lambda: condition(api, "wine", "Ready").get("reason") == "TopicsNotReady", timeout=30,
                     what="Ready=False TopicsNotReady")
