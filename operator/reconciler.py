@@ -244,7 +244,8 @@ async def _observe(ctx: Context, body: Body, spec: ModelServingSpec,
         # No driver until the data topic exists: it would only crash-loop.
         run = report.data_topic_exists is not False
         if spec.kafka.strimzi_topics and report.data_topic_exists:
-            observed.topics_waiting = await _strimzi_topics(ctx, body, spec, report.data_partitions or 1)
+            observed.topics_waiting, failing = await _strimzi_topics(ctx, body, spec, report.data_partitions or 1)
+            observed.topics_error = observed.topics_error or failing
             run = run and observed.topics_waiting is None
     names = desired.Names(meta["name"], meta["namespace"])
     observed.driver = await observer.driver_state(ctx.kube, names)
@@ -253,9 +254,11 @@ async def _observe(ctx: Context, body: Body, spec: ModelServingSpec,
     return props, partitions, run
 
 
-async def _strimzi_topics(ctx: Context, body: Body, spec: ModelServingSpec, partitions: int) -> str | None:
-    """Make the KafkaTopics (spec.kafka.strimziTopics) and read them back: why they are not all
-    Ready yet, or None. The ModelServing's own are applied; a shared models topic's is made once."""
+async def _strimzi_topics(ctx: Context, body: Body, spec: ModelServingSpec,
+                          partitions: int) -> tuple[str | None, str | None]:
+    """Make the KafkaTopics (spec.kafka.strimziTopics) and read them back: (why the driver waits
+    for them, what is wrong with them meanwhile: strimzi.waiting_for). The ModelServing's own are
+    applied; a shared models topic's is made once."""
     meta = body["metadata"]
     current: dict[str, Any] = {}
     try:
@@ -268,7 +271,7 @@ async def _strimzi_topics(ctx: Context, body: Body, spec: ModelServingSpec, part
             name = obj["metadata"]["name"]
             current[name] = await ctx.kube.get(obj["apiVersion"], obj["kind"], meta["namespace"], name)
     except (KubeError, NotOwned) as e:
-        return f"cannot make the KafkaTopics: {e}"
+        return f"cannot make the KafkaTopics: {e}", None
     return strimzi.waiting_for(current)
 
 

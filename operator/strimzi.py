@@ -190,10 +190,13 @@ def kafka_topics(kafka: KafkaSpec, namespace: str, owner: dict[str, Any], partit
     return out
 
 
-def waiting_for(current: Mapping[str, dict[str, Any] | None]) -> str | None:
-    """Why the KafkaTopics (as read, by name) are not all usable yet; None when every one is
-    Ready for its latest generation. Strimzi's Topic Operator sets Ready on status."""
-    waiting = []
+def waiting_for(current: Mapping[str, dict[str, Any] | None]) -> tuple[str | None, str | None]:
+    """What the KafkaTopics (as read, by name) say: (why the driver must wait, what is wrong
+    meanwhile), each None when there is nothing to say. Strimzi's Topic Operator sets Ready on
+    status, and `status.topicName` once it manages a topic: a KafkaTopic that never got that far
+    has no topic yet, and the driver waits for it; one that has and is not Ready now (a change
+    Strimzi refuses, a broker away) has its topic, and the job goes on serving while it is reported."""
+    waiting, failing = [], []
     for name, obj in sorted(current.items()):
         status = (obj or {}).get("status") or {}
         ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
@@ -202,9 +205,8 @@ def waiting_for(current: Mapping[str, dict[str, Any] | None]) -> str | None:
             waiting.append(f"KafkaTopic {name} does not exist")
         elif ready is None or ready.get("status") != "True":
             why = (ready or {}).get("message") or (ready or {}).get("reason") or "no Ready condition yet"
-            waiting.append(f"KafkaTopic {name} is not Ready ({why})")
+            (failing if status.get("topicName") else waiting).append(f"KafkaTopic {name} is not Ready ({why})")
         elif generation is not None and status.get("observedGeneration", generation) < generation:
-            waiting.append(f"KafkaTopic {name} is not Ready for its generation {generation} yet")
-    if not waiting:
-        return None
-    return "waiting for Strimzi's Topic Operator: " + "; ".join(waiting)
+            failing.append(f"KafkaTopic {name} is not Ready for its generation {generation} yet")
+    return ("waiting for Strimzi's Topic Operator: " + "; ".join(waiting) if waiting else None,
+            "; ".join(failing) or None)

@@ -120,6 +120,19 @@ def test_kafka_topics_are_labelled_with_the_cluster_and_only_the_resources_own_t
     assert strimzi.resource_name("wine_Records.v1") != strimzi.resource_name("wine-records-v1")
 
 
+def test_the_driver_waits_for_a_topic_strimzi_has_not_made_and_not_for_one_that_went_unready():
+    def kt(ready: str | None, topic: str | None = None, generation: int = 1, observed: int = 1) -> dict:
+        status = {"observedGeneration": observed, "conditions": [{"type": "Ready", "status": ready, "message": "m"}]
+                  if ready else []}
+        return {"metadata": {"generation": generation}, "status": {**status, **({"topicName": topic} if topic else {})}}
+
+    assert strimzi.waiting_for({"a": kt("True", "a"), "b": kt("True", "b")}) == (None, None)
+    waiting, failing = strimzi.waiting_for({"a": None, "b": kt(None), "c": kt("False", "c")})
+    assert "KafkaTopic a does not exist" in waiting and "KafkaTopic b is not Ready (no Ready condition yet)" in waiting
+    assert "KafkaTopic c" not in waiting and failing == "KafkaTopic c is not Ready (m)"
+    assert "generation 2" in strimzi.waiting_for({"a": kt("True", "a", generation=2)})[1]
+
+
 def test_a_missing_secret_or_key_is_named_in_the_error_and_its_values_never():
     spec = s.ModelServingSpec.model_validate(_body(tls=TLS, authentication=SCRAM)["spec"])
     ca = secret_object(CA_SECRET, "ml", {"ca.crt": b"-----BEGIN CERTIFICATE-----\n"})
