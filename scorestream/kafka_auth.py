@@ -19,7 +19,9 @@ from pathlib import Path
 from scorestream.config import KafkaCredentialFiles
 
 # The Java client reads a `${dir:<directory>:<file>}` reference through this provider when it
-# builds a client: the value comes from the mounted Secret's file, where the client runs.
+# builds a client: the value comes from the mounted Secret's file, where the client runs. A JVM
+# started with the system property org.apache.kafka.automatic.config.providers restricts the
+# providers a client may use: it must then name this one (tests/test_strimzi.py runs a real job).
 JAVA_CONFIG_PROVIDER = "org.apache.kafka.common.config.provider.DirectoryConfigProvider"
 _SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
