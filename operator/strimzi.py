@@ -31,6 +31,7 @@ VOLUMES = (CA_VOLUME, AUTH_VOLUME)
 KAFKA_TOPIC_API_VERSION = "kafka.strimzi.io/v1beta2"
 KAFKA_TOPIC_KIND = "KafkaTopic"
 CLUSTER_LABEL = "strimzi.io/cluster"
+SHARED_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/managed-by")
 
 
 class CredentialsError(LookupError):
@@ -177,8 +178,10 @@ def kafka_topics(kafka: KafkaSpec, namespace: str, owner: dict[str, Any], partit
         spec: dict[str, Any] = {"topicName": name, "partitions": parts, "config": config}
         if kafka.strimzi_topics.replicas is not None:
             spec["replicas"] = kafka.strimzi_topics.replicas
+        # A shared topic's KafkaTopic carries none of one resource's labels: it is not that one's.
+        own = labels if owned else {k: v for k, v in labels.items() if k in SHARED_LABELS}
         meta: dict[str, Any] = {"name": resource_name(name), "namespace": namespace,
-                                "labels": {**labels, CLUSTER_LABEL: kafka.strimzi_topics.cluster}}
+                                "labels": {**own, CLUSTER_LABEL: kafka.strimzi_topics.cluster}}
         if owned:
             meta["ownerReferences"] = [owner]
         return {"apiVersion": KAFKA_TOPIC_API_VERSION, "kind": KAFKA_TOPIC_KIND, "metadata": meta, "spec": spec}, owned

@@ -115,8 +115,9 @@ def test_kafka_topics_are_labelled_with_the_cluster_and_only_the_resources_own_t
         assert o["spec"]["replicas"] == 3
         assert ("ownerReferences" in o["metadata"]) == owned
     assert by_topic[spec.kafka.output_topic][0]["spec"]["partitions"] == 6
-    assert by_topic[spec.kafka.models_topic] [0]["spec"]["config"] == {"cleanup.policy": "compact"}
+    assert by_topic[spec.kafka.models_topic][0]["spec"]["config"] == {"cleanup.policy": "compact"}
     assert not by_topic[spec.kafka.models_topic][1]
+    assert "scorestream.dev/modelserving" not in by_topic[spec.kafka.models_topic][0]["metadata"]["labels"]
     assert strimzi.resource_name("wine_Records.v1") != strimzi.resource_name("wine-records-v1")
 
 
