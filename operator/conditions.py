@@ -30,6 +30,8 @@ class Reason(StrEnum):
     JOB_NOT_READY = "JobNotReady"
     JOB_ANSWER_INVALID = "JobAnswerInvalid"
     TOPICS_UNAVAILABLE = "TopicsUnavailable"
+    TOPICS_NOT_READY = "TopicsNotReady"  # KafkaTopics Strimzi has not made Ready yet
+    KAFKA_CREDENTIALS_MISSING = "KafkaCredentialsMissing"  # a Secret or key spec.kafka names
     UPGRADING = "Upgrading"
     UPGRADE_FAILED = "UpgradeFailed"
     UPGRADE_ROLLED_BACK = "UpgradeRolledBack"
@@ -64,7 +66,7 @@ CRASH_REASONS = frozenset({Reason.CRASH_LOOP_BACK_OFF, Reason.ERROR, Reason.OOM_
 # A condition False for one of these reasons is on its way or at rest, not failing.
 BENIGN_FALSE = frozenset({Reason.DRIVER_CREATING, Reason.DRIVER_STARTING, Reason.JOB_NOT_READY, Reason.NO_MODEL,
                           Reason.ROLLING_OUT, Reason.SUSPENDED, Reason.CANARY_ANALYSIS, Reason.SHADOW_ANALYSIS,
-                          Reason.UPGRADING, Reason.STABLE})
+                          Reason.UPGRADING, Reason.STABLE, Reason.TOPICS_NOT_READY})
 
 # Why the operator will not run a resource: announced by one Warning of its own, not per condition.
 REFUSALS = frozenset({Reason.INVALID_SPEC, Reason.NO_RUNTIME_IMAGE, Reason.IMAGE_NOT_ALLOWED})

@@ -12,7 +12,7 @@ from typing import Any
 
 from scorestream import naming
 from scorestream.config import ArtifactPolicy, HttpConfig, JobConfig, KafkaConfig, SparkConfig, StoreAccess
-from scorestream.operator import podtemplate
+from scorestream.operator import podtemplate, strimzi
 from scorestream.operator import spec as s
 from scorestream.operator.kube import contains
 
@@ -65,9 +65,12 @@ def owner_reference(meta: dict[str, Any]) -> dict[str, Any]:
 def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig:
     """The runtime's configuration for this resource: the same type the runtime reads. No secrets."""
     names = naming.Names(name, namespace)
-    kafka = spec.kafka.model_dump(by_alias=True, exclude={"secret_ref"})
+    kafka = spec.kafka.model_dump(by_alias=True, exclude={"secret_ref", "tls", "authentication", "strimzi_topics"})
     if spec.kafka.secret_ref:
         kafka["secretPropertiesFile"] = f"{KAFKA_SECRET_DIR}/{spec.kafka.secret_ref.key}"
+    credentials = strimzi.credential_files(spec.kafka)
+    if credentials is not None:
+        kafka["credentials"] = credentials.model_dump(by_alias=True, exclude_defaults=True)
     image = spec.spark.image
     if image is None:  # the operator fills the default in (images.with_image) or refuses first
         raise ValueError("spec.spark.image is not set and no default runtime image was given")
@@ -217,6 +220,9 @@ class Observations:
     """What the desired objects depend on besides the resource's own spec."""
 
     data_topic_missing: bool = False  # no driver until it exists: it would only crash-loop
+    # No driver while a Secret it mounts is missing (it would not start) or its KafkaTopics are
+    # not Ready (it would write to topics that are not there).
+    kafka_waiting: bool = False
     stable_spec: dict[str, Any] | None = None  # a failed upgrade runs the last stable spec instead
 
 
@@ -233,8 +239,8 @@ def desired_state(body: dict[str, Any], seen: Observations, settings: Settings =
     upgrade renders the last stable spec: that spec may have been recorded while suspended."""
     own = s.ModelServingSpec.model_validate(body.get("spec", {}))
     rendered = own if seen.stable_spec is None else s.ModelServingSpec.model_validate(seen.stable_spec)
-    return _objects(body["metadata"], rendered, run=not own.suspend and not seen.data_topic_missing,
-                    settings=settings)
+    return _objects(body["metadata"], rendered,
+                    run=not own.suspend and not seen.data_topic_missing and not seen.kafka_waiting, settings=settings)
 
 
 def drifted(owner: dict[str, Any], child: dict[str, Any], seen: Observations, deleted: bool,
@@ -265,7 +271,8 @@ def _objects(meta: dict[str, Any], spec: s.ModelServingSpec, run: bool,
         update={"allowed_networks": list(settings.artifact_allowed_networks)})})
     config_data = {"job.json": served.to_json(),
                    EXECUTOR_TEMPLATE_KEY: podtemplate.executor_pod_yaml(spec.executor.pod_template, name, EXECUTOR_CONTAINER,
-                                                                        POD_SECURITY, CONTAINER_SECURITY)}
+                                                                        POD_SECURITY, CONTAINER_SECURITY,
+                                                                        strimzi.volumes(spec.kafka))}
 
     def obj(api_version: str, kind: str, obj_name: str, **rest: Any) -> dict[str, Any]:
         return {
@@ -365,6 +372,9 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: naming.Names, 
     store_volumes, store_mounts = _store_volumes(spec.model_store)
     volumes += store_volumes
     mounts += store_mounts
+    kafka_volumes, kafka_mounts = strimzi.volumes(spec.kafka)
+    volumes += kafka_volumes
+    mounts += kafka_mounts
     volumes.append({"name": "control", "secret": {
         "secretName": names.control_secret, "items": [{"key": CONTROL_TOKEN_KEY, "path": CONTROL_TOKEN_KEY}],
         "defaultMode": 0o440}})

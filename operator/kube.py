@@ -23,6 +23,7 @@ PLURALS = {
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rolebindings",
     ("apps/v1", "StatefulSet"): "statefulsets",
     ("networking.k8s.io/v1", "NetworkPolicy"): "networkpolicies",
+    ("kafka.strimzi.io/v1beta2", "KafkaTopic"): "kafkatopics",
 }
 
 

@@ -15,8 +15,8 @@ from pydantic import BaseModel, ValidationError
 
 from scorestream.api import job_http
 from scorestream.config import read_properties_text
-from scorestream.operator import topics
 from scorestream.naming import CONFIG_HASH_ANNOTATION, Names
+from scorestream.operator import strimzi, topics
 from scorestream.operator.kube import Kube
 from scorestream.operator.spec import ModelServingSpec, operator_client_refusals
 from scorestream.operator.status import DriverState, JobReport
@@ -160,7 +160,16 @@ async def kafka_client_properties(kube: Kube, namespace: str, spec: ModelServing
         if refused:
             raise LookupError(f"Secret {namespace}/{ref.name} key {ref.key!r}: {'; '.join(refused)}")
         props.update(secret_props)
+    props.update(await strimzi_client_properties(kube, namespace, spec))
     return props
+
+
+async def strimzi_client_properties(kube: Kube, namespace: str, spec: ModelServingSpec) -> dict[str, str]:
+    """librdkafka's settings for the Secrets spec.kafka.tls and spec.kafka.authentication name
+    (strimzi.CredentialsError where one or a key is missing)."""
+    secrets = {name: await kube.get("v1", "Secret", namespace, name) for name in strimzi.secrets_named(spec.kafka)}
+    credentials = strimzi.operator_credentials(spec.kafka, namespace, secrets)
+    return {} if credentials is None else credentials.librdkafka()
 
 
 class TopicsChecks:
@@ -177,7 +186,8 @@ class TopicsChecks:
         done = self._done.get(key)
         if done is not None and time.monotonic() - done[0] < self.ttl:
             return topics.TopicsReport(data_topic_exists=True, data_partitions=done[1])
-        report = await asyncio.to_thread(topics.ensure_topics, spec.kafka, props)
+        check = topics.check_data_topic if spec.kafka.strimzi_topics else topics.ensure_topics
+        report = await asyncio.to_thread(check, spec.kafka, props)
         if report.data_topic_exists and not report.error:
             self._done[key] = (time.monotonic(), report.data_partitions)
         else:

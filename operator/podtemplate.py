@@ -31,9 +31,9 @@ POD_OWNED = ("serviceAccountName", "serviceAccount", "automountServiceAccountTok
              "hostUsers")
 # The driver's volumes by name; `checkpoint` is the StatefulSet's volume claim template.
 # `sa-token` is the ServiceAccount's token, projected into the main container only.
-# `store-*` are spec.modelStore's Secrets (desired.STORE_VOLUMES).
-DRIVER_VOLUMES = ("config", "tmp", "checkpoint", "kafka-client", "control", "sa-token", "store-s3", "store-gcs",
-                  "store-https")
+# `store-*` are spec.modelStore's Secrets (desired.STORE_VOLUMES); `kafka-ca`, `kafka-auth` the Kafka credentials (operator/strimzi.py).
+DRIVER_VOLUMES = ("config", "tmp", "checkpoint", "kafka-client", "kafka-ca", "kafka-auth", "control", "sa-token", "store-s3",
+                  "store-gcs", "store-https")
 CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 # Where the main container's ServiceAccount token is (Kubernetes' own path, where Spark's client looks).
 SA_TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -142,26 +142,31 @@ def merged_pod(template: s.PodTemplate | None, owned: dict[str, Any], main: str,
 
 
 def executor_pod(template: s.PodTemplate | None, name: str, main: str, pod_security: dict[str, Any],
-                 container_security: dict[str, Any]) -> dict[str, Any]:
+                 container_security: dict[str, Any],
+                 kafka: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])) -> dict[str, Any]:
     """The pod Spark starts each executor from (spark.kubernetes.executor.podTemplateFile): the
     template, its main container named so that Spark picks it (and not a sidecar, which it
     would take when no container has the name it is given), the operator's labels over the template's,
     and the driver's hardening (`pod_security`, `container_security`: Spark keeps a template's
     securityContext and adds none, so without these an executor fails Pod Security `restricted`).
     Spark itself then sets the image, command, resources, ports and its own env and labels.
-    Executors call no API: no ServiceAccount token."""
+    Executors call no API: no ServiceAccount token. `kafka`: the volumes and mounts of the Kafka
+    credentials (operator/strimzi.py), which Spark's Kafka clients read in every executor."""
+    volumes, mounts = kafka
     owned = {"metadata": {"labels": {naming.MODELSERVING_LABEL: name, "app.kubernetes.io/component": "executor"}},
              "spec": {"automountServiceAccountToken": False, "securityContext": copy.deepcopy(pod_security),
                       "containers": [{"name": main, "securityContext": copy.deepcopy(container_security),
                                       # A read-only root: Python workers and the JVM write here.
-                                      "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}]}],
-                      "volumes": [{"name": "tmp", "emptyDir": {}}]}}
-    return {"apiVersion": "v1", "kind": "Pod", **merged_pod(template, owned, main, ("tmp",))}
+                                      "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *mounts]}],
+                      "volumes": [{"name": "tmp", "emptyDir": {}}, *volumes]}}
+    return {"apiVersion": "v1", "kind": "Pod", **merged_pod(template, owned, main,
+                                                            ("tmp", *(v["name"] for v in volumes)))}
 
 
 def executor_pod_yaml(template: s.PodTemplate | None, name: str, main: str, pod_security: dict[str, Any],
-                      container_security: dict[str, Any]) -> str:
-    return yaml.safe_dump(executor_pod(template, name, main, pod_security, container_security), sort_keys=True)
+                      container_security: dict[str, Any],
+                      kafka: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])) -> str:
+    return yaml.safe_dump(executor_pod(template, name, main, pod_security, container_security, kafka), sort_keys=True)
 
 
 def template_images(spec: s.ModelServingSpec) -> list[str]:

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from scorestream import naming
 from scorestream.operator import clock, conditions, control, desired, images, metrics, observer, publish, rollout, \
-    scaling, status, upgrade
+    scaling, status, strimzi, upgrade
 from scorestream.operator.kube import Conflict, Kube, KubeError, NotOwned
 from scorestream.operator import spec as s
 from scorestream.operator.settings import OperatorConfig
@@ -208,7 +208,8 @@ async def _reconcile(ctx: Context, body: Body, previous: status.Status, logger: 
     if verdict.event:
         (kopf.warn if verdict.event[0] == "UpgradeRolledBack" else kopf.info)(
             body, reason=verdict.event[0], message=verdict.event[1][:1000])
-    seen = desired.Observations(data_topic_missing=observed.data_topic_exists is False, stable_spec=verdict.run_spec)
+    seen = desired.Observations(data_topic_missing=observed.data_topic_exists is False, stable_spec=verdict.run_spec,
+                                kafka_waiting=bool(observed.credentials_error or observed.topics_waiting))
     try:
         await _apply(ctx, body, desired.desired_state(body, seen, desired.Settings.of(ctx.config)), logger, trigger)
     except (KubeError, NotOwned) as e:
@@ -227,9 +228,11 @@ async def _observe(ctx: Context, body: Body, spec: ModelServingSpec,
     meta = body["metadata"]
     run = not spec.suspend
     props: dict[str, str] | None = None
-    if run and (ctx.config.manage_topics or spec.model):
+    if run and (ctx.config.manage_topics or spec.model or strimzi.secrets_named(spec.kafka)):
         try:
             props = await observer.kafka_client_properties(ctx.kube, meta["namespace"], spec)
+        except strimzi.CredentialsError as e:
+            observed.credentials_error = str(e)
         except LookupError as e:
             observed.topics_error = str(e)
     partitions: int | None = None
@@ -241,11 +244,36 @@ async def _observe(ctx: Context, body: Body, spec: ModelServingSpec,
             kopf.info(body, reason="TopicsCreated", message=", ".join(report.created))
         # No driver until the data topic exists: it would only crash-loop.
         run = report.data_topic_exists is not False
+        if spec.kafka.strimzi_topics and report.data_topic_exists:
+            observed.topics_waiting, failing = await _strimzi_topics(ctx, body, spec, report.data_partitions or 1)
+            observed.topics_error = observed.topics_error or failing
+            run = run and observed.topics_waiting is None
     names = naming.Names(meta["name"], meta["namespace"])
     observed.driver = await observer.driver_state(ctx.kube, names)
     if observed.driver.exists or ctx.config.endpoint_template:
         observed.job = await observer.job_report(observer.endpoint_of(names, ctx.config.endpoint_template))
     return props, partitions, run
+
+
+async def _strimzi_topics(ctx: Context, body: Body, spec: ModelServingSpec,
+                          partitions: int) -> tuple[str | None, str | None]:
+    """Make the KafkaTopics (spec.kafka.strimziTopics) and read them back: (why the driver waits
+    for them, what is wrong with them meanwhile: strimzi.waiting_for). The ModelServing's own are
+    applied; a shared models topic's is made once."""
+    meta = body["metadata"]
+    current: dict[str, Any] = {}
+    try:
+        for obj, owned in strimzi.kafka_topics(spec.kafka, meta["namespace"], desired.owner_reference(meta),
+                                               partitions, naming.labels(meta["name"], "topic")):
+            if owned:
+                await ctx.kube.apply(obj)
+            else:
+                await ctx.kube.create(obj)
+            name = obj["metadata"]["name"]
+            current[name] = await ctx.kube.get(obj["apiVersion"], obj["kind"], meta["namespace"], name)
+    except (KubeError, NotOwned) as e:
+        return f"cannot make the KafkaTopics: {e}", None
+    return strimzi.waiting_for(current)
 
 
 async def _apply(ctx: Context, body: Body, objects: list[Body], logger: logging.Logger | Any, trigger: str) -> None:

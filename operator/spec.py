@@ -161,14 +161,150 @@ class SecretRef(Strict):
     (`sasl.password=...`). It is mounted into the driver, never copied into a ConfigMap or status."""
 
 
+_SECRET_KEY = r"^[-._a-zA-Z0-9]+$"
+
+
+class CertSecretSource(Strict):
+    """A certificate in a Secret (Strimzi's CertSecretSource)."""
+
+    secret_name: str = Field(alias="secretName", pattern=_K8S_NAME, max_length=253)
+    """The Secret in the ModelServing's namespace: for a Strimzi cluster's CA,
+    `<cluster>-cluster-ca-cert`."""
+    certificate: str = Field("ca.crt", pattern=_SECRET_KEY, max_length=253)
+    """The key holding the PEM certificate(s)."""
+
+
+class KafkaClientTls(Strict):
+    """TLS to the brokers (Strimzi's ClientTls)."""
+
+    trusted_certificates: list[CertSecretSource] = Field(default_factory=list, alias="trustedCertificates",
+                                                         max_length=16)
+    """The certificates the brokers' certificates are checked against (none: the image's system
+    trust store)."""
+
+
+class CertAndKeySecretSource(Strict):
+    """A client certificate and its key in a Secret (Strimzi's CertAndKeySecretSource)."""
+
+    secret_name: str = Field(alias="secretName", pattern=_K8S_NAME, max_length=253)
+    """The Secret: a KafkaUser's, named as the KafkaUser."""
+    certificate: str = Field("user.crt", pattern=_SECRET_KEY, max_length=253)
+    """The key holding the PEM certificate."""
+    key: str = Field("user.key", pattern=_SECRET_KEY, max_length=253)
+    """The key holding the PEM private key (PKCS#8, as Strimzi writes it)."""
+
+
+class KeystoreSecretSource(Strict):
+    """A PKCS#12 keystore and its password in a Secret: a KafkaUser's `user.p12` and `user.password`."""
+
+    secret_name: str = Field(alias="secretName", pattern=_K8S_NAME, max_length=253)
+    """The Secret: a KafkaUser's, named as the KafkaUser."""
+    keystore: str = Field("user.p12", pattern=_SECRET_KEY, max_length=253)
+    """The key holding the PKCS#12 keystore."""
+    password: str = Field("user.password", pattern=_SECRET_KEY, max_length=253)
+    """The key holding the keystore's password."""
+
+
+class PasswordSecretSource(Strict):
+    """A password in a Secret (Strimzi's PasswordSecretSource)."""
+
+    secret_name: str = Field(alias="secretName", pattern=_K8S_NAME, max_length=253)
+    """The Secret: a KafkaUser's, named as the KafkaUser."""
+    password: str = Field("password", pattern=_SECRET_KEY, max_length=253)
+    """The key holding the password."""
+
+
+_AUTH_TLS = "type tls takes one of certificateAndKey and keystore, and no username or passwordSecret"
+_AUTH_SCRAM = "type scram-sha-512 takes username and passwordSecret, and no certificateAndKey or keystore"
+
+
+class KafkaClientAuthentication(Strict):
+    """How the job and the operator authenticate to Kafka, shaped as Strimzi's
+    KafkaClientAuthenticationTls and KafkaClientAuthenticationScramSha512."""
+
+    model_config = Strict.model_config | {"json_schema_extra": _rules(
+        ("self.type != 'tls' || (has(self.certificateAndKey) != has(self.keystore)"
+         " && !has(self.username) && !has(self.passwordSecret))", _AUTH_TLS),
+        ("self.type != 'scram-sha-512' || (has(self.username) && has(self.passwordSecret)"
+         " && !has(self.certificateAndKey) && !has(self.keystore))", _AUTH_SCRAM))}
+
+    type: Literal["tls", "scram-sha-512"]
+    """tls: a client certificate (mTLS; needs kafka.tls). scram-sha-512: a user name and password
+    (SASL, over TLS where kafka.tls is set)."""
+    certificate_and_key: CertAndKeySecretSource | None = Field(None, alias="certificateAndKey")
+    """tls: the client's certificate and key (a KafkaUser Secret's user.crt and user.key)."""
+    keystore: KeystoreSecretSource | None = None
+    """tls: the client's PKCS#12 keystore instead (a KafkaUser Secret's user.p12 and user.password)."""
+    username: str | None = Field(None, min_length=1, max_length=253, pattern=r"^[^\\\"]+$")
+    """scram-sha-512: the user name (a KafkaUser's name)."""
+    password_secret: PasswordSecretSource | None = Field(None, alias="passwordSecret")
+    """scram-sha-512: where the password is (a KafkaUser Secret's `password`)."""
+
+    @model_validator(mode="after")
+    def _by_type(self) -> "KafkaClientAuthentication":
+        if self.type == "tls" and ((self.certificate_and_key is None) == (self.keystore is None)
+                                   or self.username is not None or self.password_secret is not None):
+            raise ValueError(_AUTH_TLS)
+        if self.type == "scram-sha-512" and (self.username is None or self.password_secret is None
+                                             or self.certificate_and_key is not None or self.keystore is not None):
+            raise ValueError(_AUTH_SCRAM)
+        return self
+
+    def secret_keys(self) -> tuple[str, list[str]]:
+        """The Secret it names, and the keys read from it."""
+        if self.certificate_and_key is not None:
+            return self.certificate_and_key.secret_name, [self.certificate_and_key.certificate, self.certificate_and_key.key]
+        if self.keystore is not None:
+            return self.keystore.secret_name, [self.keystore.keystore, self.keystore.password]
+        assert self.password_secret is not None
+        return self.password_secret.secret_name, [self.password_secret.password]
+
+
+class StrimziTopics(Strict):
+    """Topics as Strimzi KafkaTopic resources, for the cluster's Topic Operator to create."""
+
+    cluster: str = Field(pattern=_K8S_NAME, max_length=63)
+    """The Kafka cluster's name: the KafkaTopics' `strimzi.io/cluster` label. The Topic Operator
+    must watch the ModelServing's namespace, where the KafkaTopics are made."""
+    replicas: int | None = Field(None, ge=1, le=32767)
+    """Each topic's replication factor (the cluster's default when unset)."""
+
+
+_AUTH_NEEDS_TLS = "authentication type tls needs kafka.tls (a client certificate is only sent over TLS)"
+_ONE_CREDENTIALS_SOURCE = "kafka.secretRef and kafka.tls/kafka.authentication both configure the client: use one"
+
+
 class KafkaSpec(KafkaTopics):
+    model_config = KafkaTopics.model_config | {"json_schema_extra": {"x-kubernetes-validations": [
+        *KafkaTopics.model_config["json_schema_extra"]["x-kubernetes-validations"],
+        {"rule": "!has(self.authentication) || self.authentication.type != 'tls' || has(self.tls)",
+         "message": _AUTH_NEEDS_TLS},
+        {"rule": "!has(self.secretRef) || !(has(self.tls) || has(self.authentication))",
+         "message": _ONE_CREDENTIALS_SOURCE}]}}
+
     properties: dict[str, str] = Field(default_factory=dict, max_length=MAX_SETTINGS, json_schema_extra={
         "x-kubernetes-validations": [KAFKA_SECRET_PROPERTIES.validation(), KAFKA_CODE_PROPERTIES.validation()]})
     """Client settings (librdkafka names) that are not secret: security.protocol, sasl.mechanism...
     Passwords belong in the Secret (secretRef); settings that load code or call out are refused
     (docs/tenant-settings.md)."""
     secret_ref: SecretRef | None = Field(None, alias="secretRef")
-    """Kafka credentials and TLS settings, from a Secret."""
+    """Kafka credentials and TLS settings as a properties file in a Secret (the older way: tls and
+    authentication name Strimzi's Secrets as they are)."""
+    tls: KafkaClientTls | None = None
+    """Connect over TLS, trusting these certificates (Strimzi's cluster CA Secret)."""
+    authentication: KafkaClientAuthentication | None = None
+    """Authenticate with a Strimzi KafkaUser's Secret (docs/strimzi.md)."""
+    strimzi_topics: StrimziTopics | None = Field(None, alias="strimziTopics")
+    """Make the output, dead-letter and models topics as Strimzi KafkaTopic resources and wait
+    for them to be Ready, instead of creating them through Kafka's admin API."""
+
+    @model_validator(mode="after")
+    def _credentials(self) -> "KafkaSpec":
+        if self.authentication is not None and self.authentication.type == "tls" and self.tls is None:
+            raise ValueError(_AUTH_NEEDS_TLS)
+        if self.secret_ref is not None and (self.tls is not None or self.authentication is not None):
+            raise ValueError(_ONE_CREDENTIALS_SOURCE)
+        return self
 
     @field_validator("properties")
     @classmethod

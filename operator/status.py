@@ -83,6 +83,8 @@ class Observed:
     spec: s.ModelServingSpec
     data_topic_exists: bool | None = None  # None: not checked (broker unreachable)
     topics_error: str | None = None
+    credentials_error: str | None = None  # a Secret or key spec.kafka.tls/authentication names is missing
+    topics_waiting: str | None = None  # the KafkaTopics not Ready yet (spec.kafka.strimziTopics)
     driver: DriverState = field(default_factory=DriverState)
     job: JobReport = field(default_factory=JobReport)
     apply_error: str | None = None
@@ -266,6 +268,14 @@ def _job_health(observed: Observed) -> Health:
         msg = f"data topic {spec.kafka.data_topic!r} does not exist on {spec.kafka.bootstrap_servers}; retrying"
         return Health("Pending", Finding("False", Reason.DATA_TOPIC_MISSING, msg),
                       Finding("True", Reason.DATA_TOPIC_MISSING, msg), Finding("False", Reason.DATA_TOPIC_MISSING, msg))
+    if observed.credentials_error:
+        return Health("Pending", Finding("False", Reason.KAFKA_CREDENTIALS_MISSING, observed.credentials_error),
+                      Finding("False", Reason.KAFKA_CREDENTIALS_MISSING, observed.credentials_error),
+                      Finding("True", Reason.KAFKA_CREDENTIALS_MISSING, observed.credentials_error))
+    if observed.topics_waiting:
+        return Health("Pending", Finding("False", Reason.TOPICS_NOT_READY, observed.topics_waiting),
+                      Finding("True", Reason.TOPICS_NOT_READY, observed.topics_waiting),
+                      Finding("False", Reason.TOPICS_NOT_READY, observed.topics_waiting))
     if crashing:
         msg = f"driver pod restarted {driver.restarts} times"
         if driver.last_termination:
@@ -529,4 +539,6 @@ def recorded(body: Mapping[str, Any]) -> desired.Observations:
     status, generation = parse(body.get("status")), body["metadata"].get("generation", 0)
     ready = find_condition(status.conditions, "Ready")
     return desired.Observations(data_topic_missing=ready is not None and ready.reason == Reason.DATA_TOPIC_MISSING,
+                                kafka_waiting=ready is not None and ready.reason in (
+                                    Reason.KAFKA_CREDENTIALS_MISSING, Reason.TOPICS_NOT_READY),
                                 stable_spec=upgrade.runs_instead(status, generation))

@@ -31,6 +31,20 @@ def ensure_topics(kafka: KafkaSpec, client_properties: dict[str, str], replicati
         admin.poll(0)  # hands librdkafka's queued log messages to Python logging (kafkalog)
 
 
+def check_data_topic(kafka: KafkaSpec, client_properties: dict[str, str], timeout: float = 10.0) -> TopicsReport:
+    """Only whether the data topic exists, and its partitions: where the other topics are made by
+    someone else (Strimzi's Topic Operator, spec.kafka.strimziTopics). Blocking: run it in a thread."""
+    admin = AdminClient(client_config({**client_properties, "bootstrap.servers": kafka.bootstrap_servers}))
+    try:
+        meta = admin.list_topics(timeout=timeout)
+    except Exception as e:  # KafkaException: broker unreachable, auth failure
+        return TopicsReport(error=f"cannot list topics on {kafka.bootstrap_servers}: {e}")
+    finally:
+        admin.poll(0)
+    topic = meta.topics.get(kafka.data_topic)
+    return TopicsReport(data_topic_exists=topic is not None, data_partitions=len(topic.partitions) if topic else None)
+
+
 def _ensure(admin: AdminClient, kafka: KafkaSpec, replication: int, timeout: float) -> TopicsReport:
     try:
         meta = admin.list_topics(timeout=timeout)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 from scorestream.config import KafkaConfig
+from scorestream.kafka_auth import java_properties
 
 # librdkafka settings that mean nothing to the Java client and change nothing it does.
 _LIBRDKAFKA_ONLY = {"api.version.request", "broker.version.fallback", "enable.ssl.certificate.verification",
@@ -44,8 +45,9 @@ _CONSUMER_DEFAULTS = {
 
 
 def java_client_properties(kafka: KafkaConfig) -> dict[str, str]:
-    """The Java client's settings for this job, secrets included (held in memory only)."""
-    props = dict(kafka.client_properties())
+    """The Java client's settings for this job: the Secret file's secrets included (held in memory
+    only); spec.kafka.authentication's only as references to the files mounted where the client runs."""
+    props = dict(kafka.settings_properties())
     out: dict[str, str] = {}
     username, password = props.pop("sasl.username", None), props.pop("sasl.password", None)
     for key, value in props.items():
@@ -67,6 +69,8 @@ def java_client_properties(kafka: KafkaConfig) -> dict[str, str]:
                 f"{_JAAS_MODULES[mechanism]} required username={json.dumps(username or '')} "
                 f"password={json.dumps(password or '')};"
             )
+    if kafka.credentials is not None:
+        out.update(java_properties(kafka.credentials))
     return out
 
 

@@ -121,16 +121,51 @@ class KafkaTopics(Strict):
         return self
 
 
+class KafkaCredentialFiles(Strict):
+    """Where the job finds the Kafka credentials that spec.kafka.tls and spec.kafka.authentication
+    name (Strimzi's KafkaUser and cluster CA Secrets), mounted into the driver and every executor:
+    paths only, never a value (scorestream/kafka_auth.py reads them)."""
+
+    tls: bool = False
+    """Connections are encrypted (security.protocol SSL, or SASL_SSL with SCRAM)."""
+    ca_files: list[str] = Field(default_factory=list, alias="caFiles")
+    """PEM files of the certificates trusted for the brokers (none: the system's)."""
+    mechanism: Literal["tls", "scram-sha-512"] | None = None
+    """How the client authenticates: a client certificate (tls) or SCRAM-SHA-512; none: not at all."""
+    certificate_file: str | None = Field(None, alias="certificateFile")
+    """tls: the client's PEM certificate (Strimzi's user.crt)."""
+    key_file: str | None = Field(None, alias="keyFile")
+    """tls: its PEM private key, PKCS#8 (Strimzi's user.key)."""
+    keystore_file: str | None = Field(None, alias="keystoreFile")
+    """tls: a PKCS#12 keystore instead (Strimzi's user.p12)."""
+    keystore_password_file: str | None = Field(None, alias="keystorePasswordFile")
+    """tls: the file holding the keystore's password (Strimzi's user.password)."""
+    username: str | None = None
+    """scram-sha-512: the user's name (the KafkaUser's name)."""
+    password_file: str | None = Field(None, alias="passwordFile")
+    """scram-sha-512: the file holding the password (Strimzi's password key)."""
+
+
 class KafkaConfig(KafkaTopics):
     # A file of `key=value` client settings mounted from a Secret (sasl.password, ssl keys...):
     # read at start, never copied into the config, logs or status.
     secret_properties_file: str | None = Field(None, alias="secretPropertiesFile")
+    credentials: KafkaCredentialFiles | None = None
 
-    def client_properties(self) -> dict[str, str]:
-        """librdkafka settings for every client of this job, secrets included."""
+    def settings_properties(self) -> dict[str, str]:
+        """The settings as given (properties and the Secret's file), before any credentials."""
         props = {"bootstrap.servers": self.bootstrap_servers, **self.properties}
         if self.secret_properties_file:
             props.update(read_properties(Path(self.secret_properties_file)))
+        return props
+
+    def client_properties(self) -> dict[str, str]:
+        """librdkafka settings for every client of this job, secrets included."""
+        props = self.settings_properties()
+        if self.credentials is not None:
+            from scorestream.kafka_auth import credentials_from_files
+
+            props.update(credentials_from_files(self.credentials).librdkafka())
         return props
 
 

@@ -25,6 +25,7 @@ from importlib import metadata, util
 from pathlib import Path
 
 KAFKA = "4.3.1"
+STRIMZI = "0.49.0"
 LOG4J = "2.25.4"  # the log4j-core that kafka_2.13 brings; its slf4j binding must match it
 LOCK = Path(__file__).with_name("jars.lock")
 
@@ -56,6 +57,9 @@ SETS: dict[str, JarSet] = {
     "spark-kafka": JarSet(("org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark}",), without_pyspark_jars=True),
     # The benchmark's Kafka Streams + PMML4S peer (benchmarks/).
     "kstreams-peer": JarSet((f"org.apache.kafka:kafka-streams:{KAFKA}", "org.pmml4s:pmml4s_2.13:0.9.15")),
+    # Strimzi's published API (its custom resources' Java model): the tests install the
+    # KafkaTopic and KafkaUser CRDs that its `io.strimzi.api.kafka.Crds` builds (tests/strimzi.py).
+    "strimzi-api": JarSet((f"io.strimzi:api:{STRIMZI}",)),
 }
 
 

@@ -93,6 +93,10 @@ authorizes as `create` too where the object does not exist yet.
 - apiGroups: ["networking.k8s.io"]
   resources: ["networkpolicies"]
   verbs: ["get", "list", "watch", "create", "patch"]
+# spec.kafka.strimziTopics: the KafkaTopics Strimzi's Topic Operator makes topics from.
+- apiGroups: ["kafka.strimzi.io"]
+  resources: ["kafkatopics"]
+  verbs: ["get", "create", "patch"]
 {{- end -}}
 
 {{- define "scorestream.peeringRules" -}}
