@@ -19,8 +19,8 @@ from typing import Any
 import kopf
 from pydantic import ValidationError
 
-from scorestream.operator import clock, conditions, control, desired, images, metrics, observer, publish, rollout, \
-    scaling, status, upgrade
+from scorestream.operator import clock, conditions, control, desired, images, metrics, models_route, observer, \
+    publish, rollout, scaling, status, upgrade
 from scorestream.operator.kube import Conflict, Kube, KubeError, NotOwned
 from scorestream.operator import spec as s
 from scorestream.operator.settings import OperatorConfig
@@ -198,7 +198,7 @@ async def _reconcile(ctx: Context, body: Body, previous: status.Status, logger: 
             await _repair(ctx, body, child, logger)
         return None
     observed = status.Observed(generation=meta.get("generation", 0), spec=spec, controls=previous.controls)
-    props, partitions, run = await _observe(ctx, body, spec, observed)
+    models, partitions, run = await _observe(ctx, body, spec, observed)
     # A changed job configuration that did not become ready in time: run the last stable spec.
     verdict = upgrade.assess(name, namespace, spec, body.get("spec") or {}, observed.generation, previous,
                              observed.driver.config_hash, observed.driver.ready and observed.job.ready,
@@ -212,28 +212,32 @@ async def _reconcile(ctx: Context, body: Body, previous: status.Status, logger: 
         await _apply(ctx, body, desired.desired_state(body, seen, desired.Settings.of(ctx.config)), logger, trigger)
     except (KubeError, NotOwned) as e:
         observed.apply_error = str(e)
-    if spec.model and run and props is not None:
-        await _roll_model(ctx, body, spec, props, previous, observed)
+    if spec.model and run and models is not None:
+        await _roll_model(ctx, body, spec, models, previous, observed)
     if run:
         await _scale(ctx, body, spec, desired.Names(name, namespace), previous, observed, partitions)
     return status.compute(name, namespace, observed, previous)
 
 
 async def _observe(ctx: Context, body: Body, spec: ModelServingSpec,
-                   observed: status.Observed) -> tuple[dict[str, str] | None, int | None, bool]:
-    """The topics, the driver pod and the job, into `observed`; returns the Kafka client
-    properties (None: unusable), the data topic's partitions, and whether the job should run."""
+                   observed: status.Observed) -> tuple[models_route.Route | None, int | None, bool]:
+    """The topics, the driver pod and the job, into `observed`; returns where and as whom model
+    messages are published (None: the Kafka settings are unusable), the data topic's partitions,
+    and whether the job should run."""
     meta = body["metadata"]
     run = not spec.suspend
     props: dict[str, str] | None = None
+    models: models_route.Route | None = None
     if run and (ctx.config.manage_topics or spec.model):
         try:
             props = await observer.kafka_client_properties(ctx.kube, meta["namespace"], spec)
+            models = models_route.route(spec.kafka, meta["namespace"], models_route.Assignment.of(ctx.config), props,
+                                        ctx.config.models_kafka)
         except LookupError as e:
             observed.topics_error = str(e)
     partitions: int | None = None
-    if ctx.config.manage_topics and run and props is not None:
-        report = await ctx.topics.check(spec, props)
+    if ctx.config.manage_topics and run and props is not None and models is not None:
+        report = await ctx.topics.check(spec, props, models)
         observed.data_topic_exists, observed.topics_error = report.data_topic_exists, report.error
         partitions = report.data_partitions
         if report.created:
@@ -244,7 +248,7 @@ async def _observe(ctx: Context, body: Body, spec: ModelServingSpec,
     observed.driver = await observer.driver_state(ctx.kube, names)
     if observed.driver.exists or ctx.config.endpoint_template:
         observed.job = await observer.job_report(observer.endpoint_of(names, ctx.config.endpoint_template))
-    return props, partitions, run
+    return models, partitions, run
 
 
 async def _apply(ctx: Context, body: Body, objects: list[Body], logger: logging.Logger | Any, trigger: str) -> None:
@@ -290,7 +294,7 @@ async def _repair(ctx: Context, body: Body, child: Child | None, logger: logging
                        body["metadata"]["name"], e)
 
 
-async def _roll_model(ctx: Context, body: Body, spec: ModelServingSpec, props: dict[str, str],
+async def _roll_model(ctx: Context, body: Body, spec: ModelServingSpec, models: models_route.Route,
                       previous: status.Status, observed: status.Observed) -> None:
     """Take the rollout's next step (rollout.plan decides it): publish spec.model as the serving
     model or as a candidate, promote or withdraw a candidate."""
@@ -319,10 +323,10 @@ async def _roll_model(ctx: Context, body: Body, spec: ModelServingSpec, props: d
     if not already:
         try:
             if step.publish is not None:
-                await asyncio.to_thread(publish.publish, spec.kafka, props, step.publish, step.rollout_id,
+                await asyncio.to_thread(publish.publish, models, step.publish, step.rollout_id,
                                         meta["namespace"], meta["name"])
             if step.withdraw:
-                await asyncio.to_thread(publish.withdraw, spec.kafka, props, spec.data_type, meta["namespace"],
+                await asyncio.to_thread(publish.withdraw, models, spec.data_type, meta["namespace"],
                                         meta["name"])
         except Exception as e:  # PublishError, KafkaException: reported, retried by the next reconcile
             ctx.published.pop(uid, None)
@@ -342,7 +346,7 @@ async def _roll_model(ctx: Context, body: Body, spec: ModelServingSpec, props: d
     if d is not None:
         role = f" as a {d.candidate.strategy.lower()} candidate" if d.candidate else ""
         kopf.info(body, reason="ModelPublished",
-                  message=f"{d.label} published to {spec.kafka.models_topic}{role} (rollout {step.rollout_id})")
+                  message=f"{d.label} published to {models.topic}{role} (rollout {step.rollout_id})")
     if step.verdict == "promote":
         kopf.info(body, reason="CandidatePromoted", message=f"{spec.model.name} {spec.model.version}: {step.reason}"[:1000])
     elif step.withdraw:
