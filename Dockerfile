@@ -6,9 +6,10 @@
 #   docker build --target runtime      -t scorestream-runtime .        # PMML and TensorFlow
 # The base is any Debian-bookworm Python image (a digest where a registry serves one:
 # --build-arg BASE_IMAGE=python:3.11-slim-bookworm@sha256:...). The Python packages are pinned by
-# requirements.lock, the same constraints file `make setup` uses (tests/test_dockerfile.py), and
-# installed in a layer of their own before the project's code, so that a code change rebuilds in
-# seconds.
+# requirements.lock, the pins `make setup` uses (tests/test_dockerfile.py), installed with pip's
+# --require-hashes against the lock's hashes, in a layer of their own before the project's code, so
+# that a code change rebuilds in seconds. The lock's hashes need a resolution first (a dry run:
+# each package is downloaded twice, the price of checking every file).
 # Every file is readable by the runtime user and by any UID in group 0 (OpenShift's random UIDs).
 ARG PYTHON_VERSION=3.11
 ARG BASE_IMAGE=python:${PYTHON_VERSION}-slim-bookworm
@@ -44,8 +45,10 @@ LABEL org.opencontainers.image.title="scorestream-operator" \
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 COPY requirements.lock /deps/
 COPY --from=requirements /deps/operator.txt /deps/requirements.txt
+COPY --from=requirements /deps/requirements.py /deps/
 RUN python -m pip install "pip==${PIP_VERSION}" \
-    && python -m pip install -c /deps/requirements.lock -r /deps/requirements.txt \
+    && python /deps/requirements.py --hashed /deps/requirements.lock /deps/requirements.txt > /deps/hashed.txt \
+    && python -m pip install --require-hashes -r /deps/hashed.txt \
     && rm -rf /deps \
     && useradd --uid 1000 --gid 0 --no-create-home --shell /usr/sbin/nologin scorestream
 COPY --from=source /src /src
@@ -71,8 +74,10 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 COPY requirements.lock /deps/
 COPY --from=requirements /deps/runtime.txt /deps/requirements.txt
+COPY --from=requirements /deps/requirements.py /deps/
 RUN python -m pip install "pip==${PIP_VERSION}" \
-    && python -m pip install -c /deps/requirements.lock -r /deps/requirements.txt
+    && python /deps/requirements.py --hashed /deps/requirements.lock /deps/requirements.txt > /deps/hashed.txt \
+    && python -m pip install --require-hashes -r /deps/hashed.txt
 COPY --from=source /src /src
 # Editable: Maven builds the module of the source tree, JUnit tests included (the wheel carries
 # only the main sources); the jar is named by their digest, which the runtime image's copy shares.
@@ -104,8 +109,10 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 COPY requirements.lock /deps/
 COPY --from=requirements /deps/runtime.txt /deps/requirements.txt
+COPY --from=requirements /deps/requirements.py /deps/
 RUN python -m pip install "pip==${PIP_VERSION}" \
-    && python -m pip install -c /deps/requirements.lock -r /deps/requirements.txt \
+    && python /deps/requirements.py --hashed /deps/requirements.lock /deps/requirements.txt > /deps/hashed.txt \
+    && python -m pip install --require-hashes -r /deps/hashed.txt \
     && rm -rf /deps \
     && useradd --uid 185 --gid 0 --no-create-home --shell /usr/sbin/nologin spark \
     && chmod g=u /etc/passwd
@@ -129,7 +136,9 @@ ARG PIP_CERT
 USER 0
 COPY requirements.lock /deps/
 COPY --from=requirements /deps/tensorflow.txt /deps/requirements.txt
-RUN python -m pip install -c /deps/requirements.lock -r /deps/requirements.txt \
+COPY --from=requirements /deps/requirements.py /deps/
+RUN python /deps/requirements.py --hashed /deps/requirements.lock /deps/requirements.txt > /deps/hashed.txt \
+    && python -m pip install --require-hashes -r /deps/hashed.txt \
     && rm -rf /deps
 LABEL org.opencontainers.image.title="scorestream-runtime" \
       org.opencontainers.image.description="The scorestream serving job (driver and Spark executors), PMML and TensorFlow"

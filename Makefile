@@ -29,7 +29,8 @@ $(DEMO_STAMP):
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip==25.3
-	$(BIN)/pip install -q -c requirements.lock -e '.[dev]'
+	sed -E 's/ --hash=[^ ]+//g' requirements.lock > $(VENV)/constraints.txt
+	$(BIN)/pip install -q -c $(VENV)/constraints.txt -e '.[dev]'
 	@command -v mvn >/dev/null 2>&1 || { \
 	  echo "mvn not found: installing Maven (Debian), to build the JVM scorer and fetch the pinned Kafka broker and Spark connector jars"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }

@@ -12,7 +12,7 @@ from typing import Any
 
 from scorestream import naming
 from scorestream.config import ArtifactPolicy, HttpConfig, JobConfig, KafkaConfig, SparkConfig, StoreAccess
-from scorestream.operator import podtemplate, strimzi
+from scorestream.operator import models_route, podtemplate, strimzi
 from scorestream.operator import spec as s
 from scorestream.operator.kube import contains
 
@@ -66,6 +66,9 @@ def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig
     """The runtime's configuration for this resource: the same type the runtime reads. No secrets."""
     names = naming.Names(name, namespace)
     kafka = spec.kafka.model_dump(by_alias=True, exclude={"secret_ref", "tls", "authentication", "strimzi_topics"})
+    # The namespace's own topic where the spec names none; an admin's shared topic is put in by
+    # _objects (Settings), outside the configuration hash as the artifact policy is.
+    kafka["modelsTopic"] = models_route.Assignment().topic(spec.kafka, namespace)
     if spec.kafka.secret_ref:
         kafka["secretPropertiesFile"] = f"{KAFKA_SECRET_DIR}/{spec.kafka.secret_ref.key}"
     credentials = strimzi.credential_files(spec.kafka)
@@ -206,13 +209,14 @@ class Settings:
     artifact_allowed_networks: tuple[str, ...] = ()  # non-public networks the job's fetches may reach
     monitoring: tuple[tuple[dict[str, str], dict[str, str]], ...] = ()  # (namespace, pod) labels: the read-only port
     operator_namespace: str | None = None  # where the operator's pods are (the control port)
+    models: models_route.Assignment = models_route.Assignment()  # the models topic of a spec that names none
 
     @classmethod
     def of(cls, config: Any) -> "Settings":
         return cls(api_server_cidrs=tuple(config.api_server_cidrs),
                    artifact_allowed_networks=tuple(config.artifact_allowed_networks),
                    monitoring=tuple((p.namespace_labels, p.pod_labels) for p in config.monitoring_peers),
-                   operator_namespace=config.operator_namespace)
+                   operator_namespace=config.operator_namespace, models=models_route.Assignment.of(config))
 
 
 @dataclass(frozen=True)
@@ -268,7 +272,8 @@ def _objects(meta: dict[str, Any], spec: s.ModelServingSpec, run: bool,
     # The cluster admin's, not the spec's: outside the configuration hash (spec_hash, which the
     # upgrade check compares, knows only the spec), so it applies at each driver's next start.
     served = config.model_copy(update={"artifacts": config.artifacts.model_copy(
-        update={"allowed_networks": list(settings.artifact_allowed_networks)})})
+        update={"allowed_networks": list(settings.artifact_allowed_networks)}),
+        "kafka": config.kafka.model_copy(update={"models_topic": settings.models.topic(spec.kafka, namespace)})})
     config_data = {"job.json": served.to_json(),
                    EXECUTOR_TEMPLATE_KEY: podtemplate.executor_pod_yaml(spec.executor.pod_template, name, EXECUTOR_CONTAINER,
                                                                         POD_SECURITY, CONTAINER_SECURITY,

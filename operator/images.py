@@ -41,7 +41,7 @@ def decide(spec: s.ModelServingSpec, runtime_image: str | None, patterns: list[s
         return Verdict(None, Reason.IMAGE_NOT_ALLOWED,
                        f"image(s) {', '.join(repr(i) for i in dict.fromkeys(refused))} not allowed by the operator's"
                        f" allowedImages ({', '.join(patterns)}): nothing is created or updated until the spec"
-                       " names allowed images")
+                       " names allowed images (the cluster admin allows more with the chart's allowedImages)")
     return Verdict(image)
 
 

@@ -181,13 +181,17 @@ class TopicsChecks:
     def __init__(self, ttl: float):
         self.ttl, self._done = ttl, {}
 
-    async def check(self, spec: ModelServingSpec, props: dict[str, str]) -> topics.TopicsReport:
-        key = (spec.kafka.model_dump_json(), tuple(sorted(props.items())))
+    async def check(self, spec: ModelServingSpec, props: dict[str, str],
+                    models: "topics.Route | None" = None) -> topics.TopicsReport:
+        key = (spec.kafka.model_dump_json(), tuple(sorted(props.items())),
+               models and (models.topic, models.bootstrap_servers, tuple(sorted(models.properties.items()))))
         done = self._done.get(key)
         if done is not None and time.monotonic() - done[0] < self.ttl:
             return topics.TopicsReport(data_topic_exists=True, data_partitions=done[1])
-        check = topics.check_data_topic if spec.kafka.strimzi_topics else topics.ensure_topics
-        report = await asyncio.to_thread(check, spec.kafka, props)
+        if spec.kafka.strimzi_topics:  # Strimzi's Topic Operator makes the others (KafkaTopics)
+            report = await asyncio.to_thread(topics.check_data_topic, spec.kafka, props)
+        else:
+            report = await asyncio.to_thread(topics.ensure_topics, spec.kafka, props, models=models)
         if report.data_topic_exists and not report.error:
             self._done[key] = (time.monotonic(), report.data_partitions)
         else:

@@ -16,7 +16,9 @@ import urllib.parse
 from scorestream import naming
 from scorestream.api.descriptor import JSON_CONTENT_TYPE, ModelDescriptor
 from scorestream.api.verification import Sample, read_records
-from scorestream.operator.spec import KafkaSpec, ModelServingSpec, VerificationSpec
+from scorestream.operator.models_route import Route
+from scorestream.operator.spec import URI_CREDENTIALS_MESSAGE, ModelServingSpec, VerificationSpec, \
+    uri_credentials
 
 ROLLOUT_HEADER = "scorestream-rollout"
 
@@ -46,6 +48,12 @@ def descriptor(spec: ModelServingSpec) -> ModelDescriptor:
         raise ValueError("spec.model is not set")
     common = dict(name=m.name, version=m.version, description=m.description, dataType=spec.data_type,
                   format=m.format, inputs=spec.input.fields if m.format == "tensorflow" and spec.input.fields else None)
+    # The spec's validation refused these already; a model copied from the status (rollback-to)
+    # is built without it, and a message once published stays on the topic.
+    for where, uri in (("spec.model.uri", m.uri), ("spec.model.verification.uri", m.verification and m.verification.uri)):
+        what = uri and uri_credentials(uri)
+        if what:
+            raise ValueError(f"{where} {URI_CREDENTIALS_MESSAGE.format(what=what)}")
     if m.verification is not None:
         common["verification"] = _sample(m.verification)
     if m.uri.startswith("data:"):
@@ -69,38 +77,38 @@ def rollout_id(d: ModelDescriptor) -> str:
     return hashlib.sha256(d.to_json_bytes()).hexdigest()[:16]
 
 
-def publish(kafka: KafkaSpec, client_properties: dict[str, str], d: ModelDescriptor, rid: str, namespace: str,
-            name: str, timeout: float = 10.0) -> None:
+def publish(route: Route, d: ModelDescriptor, rid: str, namespace: str, name: str, timeout: float = 10.0) -> None:
     """Blocking (confluent-kafka): run it in a thread. Returns once the broker acknowledged the
-    message (acks=all, idempotent producer); `rid` is `rollout_id(d)`, sent as a header. The key
-    addresses the resource (namespace, name), so no other ModelServing on a shared topic takes it;
-    a candidate goes to its own key, so compaction keeps the serving model and the candidate."""
-    _send(kafka, client_properties, naming.model_key(namespace, name, d.data_type, candidate=d.candidate is not None),
+    message (acks=all, idempotent producer); `rid` is `rollout_id(d)`, sent as a header. `route`
+    (models_route.route) names the topic and the principal. The key addresses the resource
+    (namespace, name), so no other ModelServing on a shared topic takes it; a candidate goes to its
+    own key, so compaction keeps the serving model and the candidate."""
+    _send(route, naming.model_key(namespace, name, d.data_type, candidate=d.candidate is not None),
           d.to_json_bytes(), [("content-type", JSON_CONTENT_TYPE.encode()), (ROLLOUT_HEADER, rid.encode()),
                               ("scorestream-resource", f"{namespace}/{name}".encode())], d.label, timeout)
 
 
-def withdraw(kafka: KafkaSpec, client_properties: dict[str, str], data_type: str, namespace: str, name: str,
-             timeout: float = 10.0) -> None:
+def withdraw(route: Route, data_type: str, namespace: str, name: str, timeout: float = 10.0) -> None:
     """A tombstone on the resource's candidate key: its job drops the candidate, compaction the message."""
-    _send(kafka, client_properties, naming.model_key(namespace, name, data_type, candidate=True), None,
+    _send(route, naming.model_key(namespace, name, data_type, candidate=True), None,
           [("scorestream-resource", f"{namespace}/{name}".encode())], f"the withdrawal of the {data_type} candidate",
           timeout)
 
 
-def _send(kafka: KafkaSpec, client_properties: dict[str, str], key: str, value: bytes | None,
-          headers: list[tuple[str, bytes]], what: str, timeout: float) -> None:
+def _send(route: Route, key: str, value: bytes | None, headers: list[tuple[str, bytes]], what: str,
+          timeout: float) -> None:
     from confluent_kafka import Producer
 
     from scorestream.operator.kafkalog import client_config
 
-    producer = Producer(client_config({**client_properties, "bootstrap.servers": kafka.bootstrap_servers,
+    producer = Producer(client_config({**route.properties, "bootstrap.servers": route.bootstrap_servers,
                                        "enable.idempotence": True, "acks": "all",
                                        "message.timeout.ms": int(timeout * 1000)}))
     failures: list[str] = []
-    producer.produce(kafka.models_topic, key=key.encode(), value=value, headers=headers,
+    producer.produce(route.topic, key=key.encode(), value=value, headers=headers,
                      on_delivery=lambda err, _msg: failures.append(str(err)) if err else None)
     left = producer.flush(timeout)
     if left or failures:
-        raise PublishError(f"models topic {kafka.models_topic!r} did not take {what}: "
+        who = "the operator's principal" if route.by_operator else "the resource's Kafka credentials"
+        raise PublishError(f"models topic {route.topic!r} did not take {what} (written with {who}): "
                            f"{'; '.join(failures) or 'no acknowledgement in time'}")

@@ -20,8 +20,8 @@ import kopf
 from pydantic import ValidationError
 
 from scorestream import naming
-from scorestream.operator import clock, conditions, control, desired, images, metrics, observer, publish, rollout, \
-    scaling, status, strimzi, upgrade
+from scorestream.operator import clock, conditions, control, desired, images, metrics, models_route, observer, \
+    publish, rollout, scaling, status, strimzi, upgrade
 from scorestream.operator.kube import Conflict, Kube, KubeError, NotOwned
 from scorestream.operator import spec as s
 from scorestream.operator.settings import OperatorConfig
@@ -199,7 +199,7 @@ async def _reconcile(ctx: Context, body: Body, previous: status.Status, logger: 
             await _repair(ctx, body, child, logger)
         return None
     observed = status.Observed(generation=meta.get("generation", 0), spec=spec, controls=previous.controls)
-    props, partitions, run = await _observe(ctx, body, spec, observed)
+    models, partitions, run = await _observe(ctx, body, spec, observed)
     # A changed job configuration that did not become ready in time: run the last stable spec.
     verdict = upgrade.assess(name, namespace, spec, body.get("spec") or {}, observed.generation, previous,
                              observed.driver.config_hash, observed.driver.ready and observed.job.ready,
@@ -214,30 +214,34 @@ async def _reconcile(ctx: Context, body: Body, previous: status.Status, logger: 
         await _apply(ctx, body, desired.desired_state(body, seen, desired.Settings.of(ctx.config)), logger, trigger)
     except (KubeError, NotOwned) as e:
         observed.apply_error = str(e)
-    if spec.model and run and props is not None:
-        await _roll_model(ctx, body, spec, props, previous, observed)
+    if spec.model and run and models is not None:
+        await _roll_model(ctx, body, spec, models, previous, observed)
     if run:
         await _scale(ctx, body, spec, naming.Names(name, namespace), previous, observed, partitions)
     return status.compute(name, namespace, observed, previous)
 
 
 async def _observe(ctx: Context, body: Body, spec: ModelServingSpec,
-                   observed: status.Observed) -> tuple[dict[str, str] | None, int | None, bool]:
-    """The topics, the driver pod and the job, into `observed`; returns the Kafka client
-    properties (None: unusable), the data topic's partitions, and whether the job should run."""
+                   observed: status.Observed) -> tuple[models_route.Route | None, int | None, bool]:
+    """The topics, the driver pod and the job, into `observed`; returns where and as whom model
+    messages are published (None: the Kafka settings are unusable), the data topic's partitions,
+    and whether the job should run."""
     meta = body["metadata"]
     run = not spec.suspend
     props: dict[str, str] | None = None
+    models: models_route.Route | None = None
     if run and (ctx.config.manage_topics or spec.model or strimzi.secrets_named(spec.kafka)):
         try:
             props = await observer.kafka_client_properties(ctx.kube, meta["namespace"], spec)
+            models = models_route.route(spec.kafka, meta["namespace"], models_route.Assignment.of(ctx.config), props,
+                                        ctx.config.models_kafka)
         except strimzi.CredentialsError as e:
             observed.credentials_error = str(e)
         except LookupError as e:
             observed.topics_error = str(e)
     partitions: int | None = None
-    if ctx.config.manage_topics and run and props is not None:
-        report = await ctx.topics.check(spec, props)
+    if ctx.config.manage_topics and run and props is not None and models is not None:
+        report = await ctx.topics.check(spec, props, models)
         observed.data_topic_exists, observed.topics_error = report.data_topic_exists, report.error
         partitions = report.data_partitions
         if report.created:
@@ -245,18 +249,19 @@ async def _observe(ctx: Context, body: Body, spec: ModelServingSpec,
         # No driver until the data topic exists: it would only crash-loop.
         run = report.data_topic_exists is not False
         if spec.kafka.strimzi_topics and report.data_topic_exists:
-            observed.topics_waiting, failing = await _strimzi_topics(ctx, body, spec, report.data_partitions or 1)
+            observed.topics_waiting, failing = await _strimzi_topics(ctx, body, spec, report.data_partitions or 1,
+                                                                     models.topic)
             observed.topics_error = observed.topics_error or failing
             run = run and observed.topics_waiting is None
     names = naming.Names(meta["name"], meta["namespace"])
     observed.driver = await observer.driver_state(ctx.kube, names)
     if observed.driver.exists or ctx.config.endpoint_template:
         observed.job = await observer.job_report(observer.endpoint_of(names, ctx.config.endpoint_template))
-    return props, partitions, run
+    return models, partitions, run
 
 
-async def _strimzi_topics(ctx: Context, body: Body, spec: ModelServingSpec,
-                          partitions: int) -> tuple[str | None, str | None]:
+async def _strimzi_topics(ctx: Context, body: Body, spec: ModelServingSpec, partitions: int,
+                          models_topic: str) -> tuple[str | None, str | None]:
     """Make the KafkaTopics (spec.kafka.strimziTopics) and read them back: (why the driver waits
     for them, what is wrong with them meanwhile: strimzi.waiting_for). The ModelServing's own are
     applied; a shared models topic's is made once."""
@@ -264,7 +269,7 @@ async def _strimzi_topics(ctx: Context, body: Body, spec: ModelServingSpec,
     current: dict[str, Any] = {}
     try:
         for obj, owned in strimzi.kafka_topics(spec.kafka, meta["namespace"], desired.owner_reference(meta),
-                                               partitions, naming.labels(meta["name"], "topic")):
+                                               partitions, naming.labels(meta["name"], "topic"), models_topic):
             if owned:
                 await ctx.kube.apply(obj)
             else:
@@ -319,7 +324,7 @@ async def _repair(ctx: Context, body: Body, child: Child | None, logger: logging
                        body["metadata"]["name"], e)
 
 
-async def _roll_model(ctx: Context, body: Body, spec: ModelServingSpec, props: dict[str, str],
+async def _roll_model(ctx: Context, body: Body, spec: ModelServingSpec, models: models_route.Route,
                       previous: status.Status, observed: status.Observed) -> None:
     """Take the rollout's next step (rollout.plan decides it): publish spec.model as the serving
     model or as a candidate, promote or withdraw a candidate."""
@@ -348,10 +353,10 @@ async def _roll_model(ctx: Context, body: Body, spec: ModelServingSpec, props: d
     if not already:
         try:
             if step.publish is not None:
-                await asyncio.to_thread(publish.publish, spec.kafka, props, step.publish, step.rollout_id,
+                await asyncio.to_thread(publish.publish, models, step.publish, step.rollout_id,
                                         meta["namespace"], meta["name"])
             if step.withdraw:
-                await asyncio.to_thread(publish.withdraw, spec.kafka, props, spec.data_type, meta["namespace"],
+                await asyncio.to_thread(publish.withdraw, models, spec.data_type, meta["namespace"],
                                         meta["name"])
         except Exception as e:  # PublishError, KafkaException: reported, retried by the next reconcile
             ctx.published.pop(uid, None)
@@ -371,7 +376,7 @@ async def _roll_model(ctx: Context, body: Body, spec: ModelServingSpec, props: d
     if d is not None:
         role = f" as a {d.candidate.strategy.lower()} candidate" if d.candidate else ""
         kopf.info(body, reason="ModelPublished",
-                  message=f"{d.label} published to {spec.kafka.models_topic}{role} (rollout {step.rollout_id})")
+                  message=f"{d.label} published to {models.topic}{role} (rollout {step.rollout_id})")
     if step.verdict == "promote":
         kopf.info(body, reason="CandidatePromoted", message=f"{spec.model.name} {spec.model.version}: {step.reason}"[:1000])
     elif step.withdraw:

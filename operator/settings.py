@@ -6,6 +6,7 @@ import ipaddress
 
 from pydantic import Field, field_validator, model_validator
 
+from scorestream import naming
 from scorestream.config import Strict
 
 
@@ -15,6 +16,17 @@ class Peer(Strict):
 
     namespace_labels: dict[str, str] = Field(alias="namespaceLabels", min_length=1)
     pod_labels: dict[str, str] = Field(alias="podLabels", min_length=1)
+
+
+class ModelsKafka(Strict):
+    """The operator's own Kafka principal, for publishing model messages (docs/security.md)."""
+
+    bootstrap_servers: str = Field(alias="bootstrapServers", min_length=1)
+    """The one Kafka cluster these credentials are for: used only for a ModelServing whose
+    kafka.bootstrapServers names the same brokers (they would be sent to any broker named)."""
+    properties_file: str = Field(alias="propertiesFile", min_length=1)
+    """A file of librdkafka settings with the operator's credentials (security.protocol,
+    sasl.mechanism, sasl.username, sasl.password...): the chart mounts it from a Secret."""
 
 
 class OperatorConfig(Strict):
@@ -58,6 +70,17 @@ class OperatorConfig(Strict):
     artifact_allowed_networks: list[str] = Field(default_factory=list, alias="artifactAllowedNetworks")
     """Non-public networks (CIDRs) the jobs' artifact fetches may reach (ArtifactPolicy
     allowedNetworks, rendered into every job's configuration). Empty: none."""
+
+    models_topic: str | None = Field(None, alias="modelsTopic", pattern=r"^[a-zA-Z0-9._-]{1,249}$")
+    """One models topic shared by every namespace; None: one per namespace,
+    `<modelsTopicPrefix><namespace>` (the default). It applies to a ModelServing that leaves
+    kafka.modelsTopic unset."""
+    models_topic_prefix: str = Field(naming.MODELS_TOPIC_PREFIX, alias="modelsTopicPrefix",
+                                     pattern=r"^[a-zA-Z0-9._-]{1,185}$")
+    """The per-namespace models topics' common prefix (the operator's principal writes under it)."""
+    models_kafka: ModelsKafka | None = Field(None, alias="modelsKafka")
+    """The operator's own Kafka principal for the models topics it assigns (above). None: model
+    messages are published with the ModelServing's own Kafka credentials."""
 
     monitoring_peers: list[Peer] = Field(default_factory=list, alias="monitoringPeers")
     """Who may scrape the jobs' read-only port (Prometheus, Grafana Alloy, vmagent, an OpenTelemetry

@@ -8,6 +8,7 @@ CEL rule against the same examples as the validator, so the two cannot drift apa
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal
 
@@ -15,6 +16,8 @@ from pydantic import Field, field_validator, model_validator
 
 from scorestream.config import (
     _K8S_NAME,
+    _TOPIC,
+    _UNADDRESSED_MESSAGE,
     DURATION_PATTERN,
     BearerHosts,
     GcsEndpoint,
@@ -153,6 +156,60 @@ def operator_client_refusals(properties: Iterable[str]) -> list[str]:
     return KAFKA_CODE_PROPERTIES.refused(properties)
 
 
+# --- credentials in artifact locations ------------------------------------------------------------
+
+# A model's or sample's location is published on the models topic (which every reader of that topic
+# reads), kept in status.model.history and status.lastStableSpec, and shown in Events: no place for
+# a password or a signed URL's signature. One regular expression each, used by pydantic and by the
+# CRD's CEL rule alike (RE2 and Python's re read them the same). Not a filter against a hostile
+# author (a percent-encoded name passes): a guard against publishing one's own secret by mistake.
+URI_USERINFO = r"^[A-Za-z][A-Za-z0-9+.-]*://[^/?#]*@"
+URI_SECRET_PARAMETERS = (
+    "x-amz-signature", "x-amz-credential", "x-amz-security-token", "awsaccesskeyid", "signature",  # S3
+    "x-goog-signature", "x-goog-credential", "googleaccessid",  # GCS
+    "sig",  # an Azure SAS
+    "token", "access_token", "id_token", "refresh_token", "api_key", "apikey", "api-key", "x-api-key",
+    "password", "passwd", "secret", "client_secret", "auth", "authorization",
+)
+# Names are letters, '_' and '-' only: no escapes in the CEL string literal.
+URI_SECRET_PARAMETER = rf"(?i)[?&;#]({'|'.join(URI_SECRET_PARAMETERS)})="
+URI_CREDENTIALS_MESSAGE = (
+    "carries credentials ({what}): a location is published on the models topic and kept in the"
+    " status, so credentials belong in a Secret the job's pods mount (docs/pod-templates.md), not in"
+    " the URI; a presigned URL cannot be used")
+
+
+def uri_credentials(uri: str) -> str | None:
+    """What in a location is a credential (user info, a signed URL's signature or a token), or None.
+    A data: URI carries content, not a location: not checked."""
+    if uri.startswith("data:"):
+        return None
+    if re.search(URI_USERINFO, uri):
+        return "user info before '@'"
+    found = re.search(URI_SECRET_PARAMETER, uri)
+    if found:
+        return f"the query parameter {found.group(1)!r}"
+    return None
+
+
+def _uri_field(description_pattern: str) -> Any:
+    """A model's or sample's uri: a location or a data: URI, without credentials (CEL and pydantic)."""
+    return Field(min_length=1, max_length=262144, pattern=description_pattern, json_schema_extra={
+        "x-kubernetes-validations": [
+            {"rule": f"self.startsWith('data:') || !self.matches('{URI_USERINFO}')",
+             "message": URI_CREDENTIALS_MESSAGE.format(what="user info before '@'")},
+            {"rule": f"self.startsWith('data:') || !self.matches('{URI_SECRET_PARAMETER}')",
+             "message": URI_CREDENTIALS_MESSAGE.format(what="a signature, token or key in its query")},
+        ]})
+
+
+def _check_uri(uri: str) -> str:
+    what = uri_credentials(uri)
+    if what:
+        raise ValueError(URI_CREDENTIALS_MESSAGE.format(what=what))
+    return uri
+
+
 class SecretRef(Strict):
     name: str = Field(pattern=_K8S_NAME, max_length=253)
     """A Secret in the ModelServing's namespace holding Kafka client settings (SASL, TLS)."""
@@ -282,6 +339,13 @@ class KafkaSpec(KafkaTopics):
         {"rule": "!has(self.secretRef) || !(has(self.tls) || has(self.authentication))",
          "message": _ONE_CREDENTIALS_SOURCE}]}}
 
+    models_topic: str | None = Field(None, alias="modelsTopic", pattern=_TOPIC)
+    """The compacted topic of model descriptors. Unset (the default): the one the operator assigns,
+    `scorestream-models.<namespace>` unless the cluster admin configured another, written only by
+    the operator's own principal where the admin gave it one (docs/security.md). Set: a topic of
+    your own, which the operator writes with this resource's Kafka credentials. Many ModelServings
+    may share a topic: each takes only the messages keyed `<namespace>/<name>/<dataType>` (and
+    `.../candidate`) for itself."""
     properties: dict[str, str] = Field(default_factory=dict, max_length=MAX_SETTINGS, json_schema_extra={
         "x-kubernetes-validations": [KAFKA_SECRET_PROPERTIES.validation(), KAFKA_CODE_PROPERTIES.validation()]})
     """Client settings (librdkafka names) that are not secret: security.protocol, sasl.mechanism...
@@ -313,6 +377,13 @@ class KafkaSpec(KafkaTopics):
         if refused:
             raise ValueError("; ".join(refused))
         return v
+
+    @model_validator(mode="after")
+    def _unaddressed_on_an_assigned_topic(self) -> "KafkaSpec":
+        # The CRD's rule (KafkaTopics) says the same with has(self.modelsTopic).
+        if self.accept_unaddressed_models and self.models_topic is None:
+            raise ValueError(_UNADDRESSED_MESSAGE)
+        return self
 
 
 class StoreSecretRef(Strict):
@@ -380,7 +451,7 @@ class ModelStoreSpec(Strict):
 
 
 class VerificationSpec(Strict):
-    uri: str = Field(min_length=1, max_length=262144, pattern=r"^((file|https?|s3|gs)://|/|data:)")
+    uri: str = _uri_field(r"^((file|https?|s3|gs)://|/|data:)")
     """Records in the input format, one JSON object per line or CSV with a header row naming the
     fields (a .csv location or a text/csv data: URI, else told by the content), that the model must
     score before it serves: a location as for the model's uri (fetched by the job), or a data: URI
@@ -392,6 +463,11 @@ class VerificationSpec(Strict):
     tolerance: float = Field(1e-6, ge=0.0)
     """How far a numeric prediction may be from the expected one (absolute)."""
 
+    @field_validator("uri")
+    @classmethod
+    def _no_credentials(cls, v: str) -> str:
+        return _check_uri(v)
+
 
 class ModelSpec(Strict):
     name: str = Field(min_length=1, max_length=253)
@@ -400,7 +476,7 @@ class ModelSpec(Strict):
     """The model's version; changing it rolls the model without restarting the job."""
     format: Literal["pmml", "tensorflow"]
     """pmml (scored by PMML4S in Spark's JVM) or tensorflow (a SavedModel)."""
-    uri: str = Field(min_length=1, max_length=262144, pattern=r"^((file|https?|s3|gs)://|/|data:)")
+    uri: str = _uri_field(r"^((file|https?|s3|gs)://|/|data:)")
     """Where the model's artifact is: file:// or an absolute path (under the job's model
     directories, /models by default: a volume or the image's folder for models),
     http(s)://, s3://bucket/key or gs://bucket/key (credentials and endpoints: spec.modelStore), or
@@ -412,6 +488,11 @@ class ModelSpec(Strict):
     """A sample the job scores with the model before it serves (besides a PMML's own
     ModelVerification records, always checked): a model that fails is rolled back with the
     records that failed and how, and the current model keeps serving."""
+
+    @field_validator("uri")
+    @classmethod
+    def _no_credentials(cls, v: str) -> str:
+        return _check_uri(v)
 
 
 class AnalysisSpec(Strict):

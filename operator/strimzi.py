@@ -166,11 +166,12 @@ def resource_name(topic: str) -> str:
 
 
 def kafka_topics(kafka: KafkaSpec, namespace: str, owner: dict[str, Any], partitions: int,
-                 labels: Mapping[str, str]) -> list[tuple[dict[str, Any], bool]]:
+                 labels: Mapping[str, str], models_topic: str) -> list[tuple[dict[str, Any], bool]]:
     """The KafkaTopics to make, each with whether the ModelServing owns it. The output and
     dead-letter topics are its own (deleted with it, and by Strimzi their topics); the models
     topics are shared by the ModelServings that name them, so none of them owns theirs: the first
-    makes it, and deleting one never deletes the others' models."""
+    makes it, and deleting one never deletes the others' models. `models_topic`: the one the
+    resource's models go to (its own, or the namespace's the operator assigns)."""
     assert kafka.strimzi_topics is not None
     from scorestream.operator.topics import keyless_topic_config
 
@@ -187,7 +188,7 @@ def kafka_topics(kafka: KafkaSpec, namespace: str, owner: dict[str, Any], partit
         return {"apiVersion": KAFKA_TOPIC_API_VERSION, "kind": KAFKA_TOPIC_KIND, "metadata": meta, "spec": spec}, owned
 
     out = [topic(kafka.output_topic, partitions, {}, True), topic(kafka.dead_letter_topic, partitions, {}, True),
-           topic(kafka.models_topic, 1, {"cleanup.policy": "compact"}, False)]
+           topic(models_topic, 1, {"cleanup.policy": "compact"}, False)]
     if kafka.keyless_models is not None:
         out.append(topic(kafka.keyless_models.topic, 1, keyless_topic_config(kafka.keyless_models), False))
     return out

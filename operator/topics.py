@@ -10,6 +10,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from scorestream.config import KeylessModels
 from scorestream.operator.kafkalog import client_config
+from scorestream.operator.models_route import Route
 from scorestream.operator.spec import KafkaSpec
 
 
@@ -22,13 +23,27 @@ class TopicsReport:
 
 
 def ensure_topics(kafka: KafkaSpec, client_properties: dict[str, str], replication: int = -1,
-                  timeout: float = 10.0) -> TopicsReport:
-    """Blocking (confluent-kafka admin): run it in a thread."""
+                  timeout: float = 10.0, models: Route | None = None) -> TopicsReport:
+    """Blocking (confluent-kafka admin): run it in a thread. `models` says where the model messages
+    go and as whom (models_route.route); None: kafka.modelsTopic, with the resource's credentials.
+    A models topic the operator writes with its own principal is created with that principal: the
+    tenant's may only read it."""
+    if models is None and kafka.models_topic:
+        models = Route(kafka.models_topic, kafka.bootstrap_servers, client_properties, by_operator=False)
     admin = AdminClient(client_config({**client_properties, "bootstrap.servers": kafka.bootstrap_servers}))
     try:
-        return _ensure(admin, kafka, replication, timeout)
+        report = _ensure(admin, kafka, replication, timeout, None if models is None or models.by_operator else models)
     finally:
         admin.poll(0)  # hands librdkafka's queued log messages to Python logging (kafkalog)
+    if models is not None and models.by_operator and report.error is None:
+        own = AdminClient(client_config({**models.properties, "bootstrap.servers": models.bootstrap_servers}))
+        try:
+            created, errors = _ensure_models(own, models.topic, replication, timeout)
+        finally:
+            own.poll(0)
+        report.created += created
+        report.error = "; ".join(errors) or None
+    return report
 
 
 def check_data_topic(kafka: KafkaSpec, client_properties: dict[str, str], timeout: float = 10.0) -> TopicsReport:
@@ -45,7 +60,38 @@ def check_data_topic(kafka: KafkaSpec, client_properties: dict[str, str], timeou
     return TopicsReport(data_topic_exists=topic is not None, data_partitions=len(topic.partitions) if topic else None)
 
 
-def _ensure(admin: AdminClient, kafka: KafkaSpec, replication: int, timeout: float) -> TopicsReport:
+def _models_topic(topic: str, replication: int) -> NewTopic:
+    return NewTopic(topic, 1, replication, config={"cleanup.policy": "compact"})
+
+
+def _ensure_models(admin: AdminClient, topic: str, replication: int, timeout: float) -> tuple[list[str], list[str]]:
+    """The models topic, with the operator's principal: (created, errors). Its existence is asked
+    of that topic alone (the principal may describe nothing else)."""
+    try:
+        meta = admin.list_topics(topic, timeout=timeout)
+    except Exception as e:  # KafkaException: broker unreachable, auth failure
+        return [], [f"cannot describe the models topic {topic} as the operator: {e}"]
+    found = meta.topics.get(topic)
+    if found is not None and found.error is None:
+        return [], []
+    return _create(admin, [_models_topic(topic, replication)], timeout, who=" as the operator")
+
+
+def _create(admin: AdminClient, missing: list[NewTopic], timeout: float, who: str = "") -> tuple[list[str], list[str]]:
+    created, errors = [], []
+    for name, future in (admin.create_topics(missing, request_timeout=timeout) if missing else {}).items():
+        try:
+            future.result()
+            created.append(name)
+        except Exception as e:
+            if "TOPIC_ALREADY_EXISTS" in str(e):
+                continue
+            errors.append(f"cannot create topic {name}{who}: {e}")
+    return created, errors
+
+
+def _ensure(admin: AdminClient, kafka: KafkaSpec, replication: int, timeout: float,
+            models: Route | None) -> TopicsReport:
     try:
         meta = admin.list_topics(timeout=timeout)
     except Exception as e:  # KafkaException: broker unreachable, auth failure
@@ -59,8 +105,9 @@ def _ensure(admin: AdminClient, kafka: KafkaSpec, replication: int, timeout: flo
     wanted = {
         kafka.output_topic: NewTopic(kafka.output_topic, partitions, replication),
         kafka.dead_letter_topic: NewTopic(kafka.dead_letter_topic, partitions, replication),
-        kafka.models_topic: NewTopic(kafka.models_topic, 1, replication, config={"cleanup.policy": "compact"}),
     }
+    if models is not None:
+        wanted[models.topic] = _models_topic(models.topic, replication)
     errors = []
     keyless = kafka.keyless_models
     if keyless is not None:
@@ -68,15 +115,9 @@ def _ensure(admin: AdminClient, kafka: KafkaSpec, replication: int, timeout: flo
         wanted[keyless.topic] = NewTopic(keyless.topic, 1, replication, config=keyless_topic_config(keyless))
         if keyless.topic in existing:
             errors += _check_keyless(admin, keyless, timeout)
-    missing = [t for name, t in wanted.items() if name not in existing]
-    for name, future in (admin.create_topics(missing, request_timeout=timeout) if missing else {}).items():
-        try:
-            future.result()
-            report.created.append(name)
-        except Exception as e:
-            if "TOPIC_ALREADY_EXISTS" in str(e):
-                continue
-            errors.append(f"cannot create topic {name}: {e}")
+    created, failed = _create(admin, [t for name, t in wanted.items() if name not in existing], timeout)
+    report.created += created
+    errors += failed
     if errors:
         report.error = "; ".join(errors)
     return report

@@ -27,9 +27,10 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
 
 
+# modelsTopic may be absent: a ModelServing leaves it to the operator (operator/models_route.py).
 _DISTINCT_TOPICS = (
     "self.dataTopic != self.outputTopic && self.dataTopic != self.deadLetterTopic"
-    " && self.dataTopic != self.modelsTopic && self.outputTopic != self.deadLetterTopic"
+    " && (!has(self.modelsTopic) || self.dataTopic != self.modelsTopic) && self.outputTopic != self.deadLetterTopic"
 )
 
 

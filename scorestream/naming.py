@@ -26,6 +26,15 @@ def models_group(namespace: str, name: str, run_id: str | None = None) -> str:
     return f"{data_group(namespace, name)}.models.{run_id or uuid.uuid4().hex[:12]}"
 
 
+# The models topic of a namespace, where the operator's configuration names no shared one: the
+# tenant's principal reads only its namespace's topic, the operator's writes them all (by prefix).
+MODELS_TOPIC_PREFIX = "scorestream-models."
+
+
+def namespace_models_topic(namespace: str, prefix: str = MODELS_TOPIC_PREFIX) -> str:
+    return f"{prefix}{namespace}"
+
+
 CANDIDATE = "candidate"
 
 

@@ -114,7 +114,38 @@ def test_runtime_image_allow_list_and_api_server_cidrs_reach_the_operators_confi
     assert config.allowed_images == ["registry.example.com/scorestream/*", "mirror.example.com/*"]
     assert config.api_server_cidrs == ["10.0.0.0/24", "fd00::/64"]
     default = OperatorConfig.model_validate(yaml.safe_load(by_kind(render(helm), "ConfigMap")[0]["data"]["operator.yaml"]))
-    assert (default.runtime_image, default.allowed_images, default.api_server_cidrs) == (None, [], [])
+    assert (default.runtime_image, default.api_server_cidrs) == (None, [])
+
+
+def test_a_fresh_install_runs_only_the_projects_own_images(helm):
+    """#30 LOW: allowedImages defaults to the project's runtime images (any tag or digest), enforced by
+    the operator and, through the ValidatingAdmissionPolicy, by the API server; an admin widens it."""
+    from scorestream.operator import images
+    from scorestream.operator.spec import ModelServingSpec
+
+    from test_desired import EXAMPLE
+
+    objs = render(helm)
+    default = OperatorConfig.model_validate(yaml.safe_load(by_kind(objs, "ConfigMap")[0]["data"]["operator.yaml"]))
+    assert by_kind(objs, "ValidatingAdmissionPolicy"), "enforced by the API server as well"
+
+    def verdict(config, image):
+        spec = ModelServingSpec.model_validate({**EXAMPLE["spec"], "spark": {**EXAMPLE["spec"]["spark"], "image": image}})
+        return images.decide(spec, config.runtime_image, config.allowed_images)
+
+    for ok in ("localhost/scorestream-runtime-pmml:0.1.0", "localhost/scorestream-runtime:0.1.0",
+               "localhost/scorestream-runtime@sha256:" + "0" * 64):
+        assert verdict(default, ok).image == ok
+    for bad in ("docker.io/evil/miner:1", "localhost/scorestream-runtime-evil:1", "localhost/scorestream-runtime"):
+        refused = verdict(default, bad)
+        assert refused.image is None and f"{bad!r} not allowed" in refused.message
+        assert "the chart's allowedImages" in refused.message
+    widened = OperatorConfig.model_validate(yaml.safe_load(by_kind(
+        render(helm, "--set", "allowedImages={registry.example.com/scorestream/*}"), "ConfigMap")[0]["data"]["operator.yaml"]))
+    assert verdict(widened, "registry.example.com/scorestream/scorestream-runtime:1").image
+    anything = render(helm, "--set-json", "allowedImages=[]")
+    config = OperatorConfig.model_validate(yaml.safe_load(by_kind(anything, "ConfigMap")[0]["data"]["operator.yaml"]))
+    assert verdict(config, "docker.io/evil/miner:1").image and not by_kind(anything, "ValidatingAdmissionPolicy")
 
 
 def test_monitoring_peers_and_the_operators_namespace_reach_the_network_policy(helm):
@@ -420,7 +451,7 @@ def test_the_api_server_enforces_the_image_allow_list(api, helm):  # noqa: F811
                   "--set", "allowedImages={registry.example.com/scorestream/*}", release=release)
     policy = by_kind(objs, "ValidatingAdmissionPolicy") + by_kind(objs, "ValidatingAdmissionPolicyBinding")
     assert len(policy) == 2
-    assert not by_kind(render(helm), "ValidatingAdmissionPolicy")  # no allow-list, nothing to enforce
+    assert not by_kind(render(helm, "--set-json", "allowedImages=[]"), "ValidatingAdmissionPolicy")  # nothing to enforce
     sa = "wine-driver"
     api.create("v1/serviceaccounts", {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": sa}})
     api.create("rbac.authorization.k8s.io/v1/roles", {

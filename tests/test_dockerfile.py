@@ -43,10 +43,14 @@ def test_the_images_install_the_pinned_versions_of_make_setup():
     installed = re.findall(r"COPY --from=requirements /deps/(\w+)\.txt", DOCKERFILE)
     assert sorted(installed) == ["operator", "runtime", "runtime", "tensorflow"], installed
     installs = re.findall(r"pip install [^\n\\]*", DOCKERFILE)
-    for line in installs:  # nothing unpinned sneaks in
-        assert ('"pip==${PIP_VERSION}"' in line or "-c /deps/requirements.lock -r /deps/requirements.txt" in line
+    for line in installs:  # nothing unpinned, nothing unhashed sneaks in
+        assert ('"pip==${PIP_VERSION}"' in line or "--require-hashes -r /deps/hashed.txt" in line
                 or "--no-deps /src" in line or "--no-deps -e /src" in line), line
-    assert "-c requirements.lock" in MAKEFILE
+    assert DOCKERFILE.count("requirements.py --hashed /deps/requirements.lock /deps/requirements.txt > /deps/hashed.txt") \
+        == DOCKERFILE.count("--require-hashes -r /deps/hashed.txt") == 4
+    # make setup: the same pins, without the hashes (pip refuses an editable install when checking them)
+    assert "sed -E 's/ --hash=[^ ]+//g' requirements.lock > $(VENV)/constraints.txt" in MAKEFILE
+    assert "-c $(VENV)/constraints.txt -e '.[dev]'" in MAKEFILE
     dev = " ".join(PYPROJECT["project"]["optional-dependencies"]["dev"])
     assert all(e in dev for e in set(extras)), "make setup installs every extra the images install"
     pip = re.search(r"pip==(\S+)", MAKEFILE).group(1)
@@ -58,7 +62,7 @@ def test_the_images_install_the_pinned_versions_of_make_setup():
 
 
 def test_the_lock_pins_every_declared_dependency_at_its_declared_version():
-    lock = dict(line.split("==", 1) for line in (REPO / "requirements.lock").read_text().splitlines()
+    lock = dict(line.split(" ")[0].split("==", 1) for line in (REPO / "requirements.lock").read_text().splitlines()
                 if line and not line.startswith("#"))
     def norm(name):  # PEP 503
         return re.sub(r"[-_.]+", "-", name).lower()
@@ -105,3 +109,54 @@ def test_the_pmml_flavour_leaves_tensorflow_out_and_the_runtime_adds_it():
     assert "/deps/tensorflow.txt" in tf_stage and "USER 185:0" in tf_stage
     assert PYPROJECT["project"]["optional-dependencies"]["tensorflow"] == ["tensorflow-cpu==2.21.0"]
     assert not any("tensorflow" in d for d in PYPROJECT["project"]["optional-dependencies"]["runtime"])
+
+
+def _hashed(lock: Path, tmp_path: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    """What the operator image's stage runs: its requirements, resolved under the lock, hashed."""
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text(subprocess.run([sys.executable, str(REPO / "runtime" / "docker" / "requirements.py"),
+                                            str(REPO / "pyproject.toml"), "operator"],
+                                           check=True, capture_output=True, text=True).stdout)
+    res = subprocess.run([sys.executable, str(REPO / "runtime" / "docker" / "requirements.py"), "--hashed", str(lock),
+                          str(requirements)], capture_output=True, text=True)
+    hashed = tmp_path / "hashed.txt"
+    hashed.write_text(res.stdout)
+    return res, hashed
+
+
+def _install_dry_run(hashed: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+                           "--require-hashes", "-r", str(hashed)], capture_output=True, text=True)
+
+
+def test_the_images_install_only_files_whose_hash_the_lock_records(tmp_path):
+    """#30 LOW: every package is hashed in the lock; the operator image's stage logic, run here
+    (pip's dry run fetches each file and checks it): the hashed set is complete and matches what
+    the index serves, and a lock with one hash changed is refused by pip."""
+    lines = [line for line in (REPO / "requirements.lock").read_text().splitlines() if line and not line.startswith("#")]
+    assert all(re.fullmatch(r"\S+==\S+ --hash=sha256:[0-9a-f]{64}", line) for line in lines), \
+        [line for line in lines if "--hash=" not in line]
+    res, hashed = _hashed(REPO / "requirements.lock", tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert any(line.startswith("kopf==") for line in hashed.read_text().splitlines())
+    assert "pyspark" not in hashed.read_text() and "tensorflow" not in hashed.read_text()
+    done = _install_dry_run(hashed)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+    forged = tmp_path / "forged"
+    forged.mkdir()
+    text = (REPO / "requirements.lock").read_text()
+    kopf = re.search(r"^kopf==\S+ --hash=sha256:([0-9a-f]{64})$", text, re.M)
+    (forged / "requirements.lock").write_text(text.replace(kopf.group(1), "0" * 64))
+    res, hashed = _hashed(forged / "requirements.lock", forged)
+    assert res.returncode == 0, res.stderr
+    refused = _install_dry_run(hashed)
+    assert refused.returncode != 0 and "THESE PACKAGES DO NOT MATCH THE HASHES" in refused.stderr, refused.stderr[-2000:]
+
+
+def test_a_package_the_lock_does_not_pin_stops_the_image_build(tmp_path):
+    lock = tmp_path / "requirements.lock"
+    lock.write_text("\n".join(line for line in (REPO / "requirements.lock").read_text().splitlines()
+                              if not line.startswith("multidict==")) + "\n")
+    res, _ = _hashed(lock, tmp_path)
+    assert res.returncode != 0 and "requirements.lock does not cover what the image installs: multidict" in res.stderr

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from scorestream.tools.local.broker import free_port
-from scorestream.operator import kafkalog, publish, topics
+from scorestream.operator import kafkalog, models_route, publish, topics
 from scorestream.operator.spec import KafkaSpec
 
 EXAMPLE = yaml.safe_load((Path(__file__).resolve().parents[1] / "examples" / "wine-pmml.yaml").read_text())
@@ -52,7 +52,9 @@ def test_topic_check_with_the_broker_down_logs_once_at_warning(unreachable, fres
 def test_publish_with_the_broker_down_fails_and_logs_without_repeats(unreachable, fresh_filter, caplog, capfd):
     caplog.set_level(logging.DEBUG)
     with pytest.raises(publish.PublishError):
-        publish._send(unreachable, {}, "ml/wine/wine", b"{}", [], "a model", timeout=2)
+        route = models_route.Route(unreachable.models_topic or "scorestream-models.ml", unreachable.bootstrap_servers,
+                                   {}, by_operator=False)
+        publish._send(route, "ml/wine/wine", b"{}", [], "a model", timeout=2)
     ours = [r for r in caplog.records if r.name == kafkalog.LOGGER.name]
     assert ours and all(r.levelno == logging.WARNING for r in ours)
     assert len({kafkalog.Deduplicated.key(r) for r in ours}) == len(ours)

@@ -262,3 +262,41 @@ def test_rejection_reason_holds_no_file_content(spark, tmp_path, canary_file, li
         assert CANARY not in reason, name
     assert len(added) == 1  # nothing refused was handed to the executors
     assert listener.paths == []
+
+
+def test_the_bytes_checked_are_the_bytes_parsed(jvm, tmp_path, listener):
+    """#30 LOW: the check and PMML4S used to open the file each on its own, so a writer of the
+    model directory could swap a checked file for one with an external entity in between. Here a
+    thread swaps the file (atomic renames) between the demo tree and the same tree with an http
+    entity while the driver describes it again and again: each load is refused or accepted whole,
+    and PMML4S never fetches the entity."""
+    import os
+
+    path = tmp_path / "model.pmml"
+    safe, evil = models.tree_pmml(), pmml_with(f'<!DOCTYPE PMML [<!ENTITY e SYSTEM "{listener.url}/ent">]>')
+    path.write_bytes(safe)
+    stop = threading.Event()
+
+    def swap():
+        i = 0
+        while not stop.is_set():
+            i += 1
+            staged = tmp_path / f"staged-{i % 2}"
+            staged.write_bytes(evil if i % 2 else safe)
+            os.replace(staged, path)
+
+    swapper = threading.Thread(target=swap, daemon=True)
+    swapper.start()
+    outcomes = {"accepted": 0, "refused": 0}
+    try:
+        for _ in range(300):
+            error = java_error(jvm, lambda: jvm.dev.scorestream.jvm.Scorer.describe(str(path)))
+            outcomes["refused" if error else "accepted"] += 1
+            assert error is None or DOCTYPE_REFUSED in error or "not found" in error, error.splitlines()[0]
+    finally:
+        stop.set()
+        swapper.join()
+    assert listener.paths == [], f"PMML4S parsed a file the check did not see ({outcomes})"
+    assert outcomes["accepted"] and outcomes["refused"], f"the swaps did not race the loads: {outcomes}"
+    got = bytes(jvm.dev.scorestream.jvm.SafeXml.read(jvm.java.io.File(write(tmp_path, "tree.pmml", safe))))
+    assert got == safe

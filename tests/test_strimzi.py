@@ -108,17 +108,18 @@ def test_kafka_topics_are_labelled_with_the_cluster_and_only_the_resources_own_t
     body = _body(strimziTopics={"cluster": CLUSTER, "replicas": 3})
     spec = s.ModelServingSpec.model_validate(body["spec"])
     owner = desired.owner_reference(body["metadata"])
-    made = strimzi.kafka_topics(spec.kafka, "ml", owner, 6, naming.labels("wine", "topic"))
+    models_topic = "scorestream-models.ml"  # the namespace's own, which the operator assigns
+    made = strimzi.kafka_topics(spec.kafka, "ml", owner, 6, naming.labels("wine", "topic"), models_topic)
     by_topic = {o["spec"]["topicName"]: (o, owned) for o, owned in made}
-    assert set(by_topic) == {spec.kafka.output_topic, spec.kafka.dead_letter_topic, spec.kafka.models_topic}
+    assert set(by_topic) == {spec.kafka.output_topic, spec.kafka.dead_letter_topic, models_topic}
     for o, owned in by_topic.values():
         assert o["apiVersion"] == "kafka.strimzi.io/v1beta2" and o["metadata"]["labels"]["strimzi.io/cluster"] == CLUSTER
         assert o["spec"]["replicas"] == 3
         assert ("ownerReferences" in o["metadata"]) == owned
     assert by_topic[spec.kafka.output_topic][0]["spec"]["partitions"] == 6
-    assert by_topic[spec.kafka.models_topic][0]["spec"]["config"] == {"cleanup.policy": "compact"}
-    assert not by_topic[spec.kafka.models_topic][1]
-    assert "scorestream.dev/modelserving" not in by_topic[spec.kafka.models_topic][0]["metadata"]["labels"]
+    assert by_topic[models_topic][0]["spec"]["config"] == {"cleanup.policy": "compact"}
+    assert not by_topic[models_topic][1]
+    assert "scorestream.dev/modelserving" not in by_topic[models_topic][0]["metadata"]["labels"]
     assert strimzi.resource_name("wine_Records.v1") != strimzi.resource_name("wine-records-v1")
 
 

@@ -1,6 +1,7 @@
 package dev.scorestream.jvm;
 
 import java.io.BufferedInputStream;
+import java.io.ByteArrayInputStream;
 import java.io.File;
 import java.io.FileInputStream;
 import java.io.FilterInputStream;
@@ -72,16 +73,41 @@ public final class SafeXml {
     if (problem != null) throw new IllegalArgumentException(problem);
   }
 
+  /**
+   * Reads a PMML file once and checks those bytes: what PMML4S then parses ({@code
+   * Model.fromBytes}) is what was checked, not the file read a second time, which a writer of the
+   * model directory could have replaced in between. Throws as {@link #check(File)} does.
+   */
+  public static byte[] read(File file) {
+    if (!file.isFile()) throw new IllegalArgumentException("PMML file not found or not a regular file");
+    byte[] bytes;
+    try (InputStream in = new FileInputStream(file)) {
+      bytes = in.readNBytes((int) MAX_BYTES + 1); // whatever the file's length said
+    } catch (IOException e) {
+      throw new IllegalArgumentException("PMML file cannot be read");
+    }
+    if (bytes.length > MAX_BYTES) throw new IllegalArgumentException(TOO_LARGE);
+    String problem = problem(new ByteArrayInputStream(bytes));
+    if (problem != null) throw new IllegalArgumentException(problem);
+    return bytes;
+  }
+
   /** Why the file is refused, or null. */
   static String problem(File file) {
     if (!file.isFile()) return "PMML file not found or not a regular file";
     if (file.length() > MAX_BYTES) return TOO_LARGE;
-    Bounded in;
+    InputStream raw;
     try {
-      in = new Bounded(new BufferedInputStream(new FileInputStream(file), 1 << 16));
+      raw = new BufferedInputStream(new FileInputStream(file), 1 << 16);
     } catch (IOException e) {
       return "PMML file cannot be read";
     }
+    return problem(raw);
+  }
+
+  /** Why the document is refused, or null; closes the stream. */
+  static String problem(InputStream raw) {
+    Bounded in = new Bounded(raw);
     XMLStreamReader r = null;
     try (Bounded closing = in) {
       r = factory().createXMLStreamReader(in); // one per check: tasks may check at once

@@ -436,8 +436,9 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
     static Pmml load(String file) {
       File f = new File(file);
       if (!f.isAbsolute() || !f.exists()) f = new File(SparkFiles.get(file));
-      SafeXml.check(f); // untrusted: no DOCTYPE, bounded size and nesting, before PMML4S parses it
-      return new Pmml(Model.fromFile(f));
+      // Untrusted: no DOCTYPE, bounded size and nesting. Read once, so PMML4S parses the bytes
+      // that were checked (a second read of the file could meet another file).
+      return new Pmml(Model.fromBytes(SafeXml.read(f)));
     }
 
     /** PMML4S's output row as a slot: the predicted value, or the most probable class. */
