@@ -30,6 +30,7 @@ class Reason(StrEnum):
     JOB_NOT_READY = "JobNotReady"
     JOB_ANSWER_INVALID = "JobAnswerInvalid"
     TOPICS_UNAVAILABLE = "TopicsUnavailable"
+    KAFKA_UNREACHABLE = "KafkaUnreachable"  # no broker answered within the reconcile's Kafka budget
     UPGRADING = "Upgrading"
     UPGRADE_FAILED = "UpgradeFailed"
     UPGRADE_ROLLED_BACK = "UpgradeRolledBack"

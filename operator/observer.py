@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from scorestream.api import job_http
 from scorestream.config import read_properties_text
-from scorestream.operator import topics
+from scorestream.operator import kafkabound, topics
 from scorestream.operator.desired import CONFIG_HASH_ANNOTATION, Names
 from scorestream.operator.kube import Kube
 from scorestream.operator.spec import ModelServingSpec, operator_client_refusals
@@ -172,12 +172,16 @@ class TopicsChecks:
     def __init__(self, ttl: float):
         self.ttl, self._done = ttl, {}
 
-    async def check(self, spec: ModelServingSpec, props: dict[str, str]) -> topics.TopicsReport:
+    async def check(self, spec: ModelServingSpec, props: dict[str, str],
+                    deadline: kafkabound.Deadline) -> topics.TopicsReport:
         key = (spec.kafka.model_dump_json(), tuple(sorted(props.items())))
         done = self._done.get(key)
         if done is not None and time.monotonic() - done[0] < self.ttl:
             return topics.TopicsReport(data_topic_exists=True, data_partitions=done[1])
-        report = await asyncio.to_thread(topics.ensure_topics, spec.kafka, props)
+        try:
+            report = await kafkabound.call(deadline, "the topic check", topics.ensure_topics, spec.kafka, props)
+        except kafkabound.KafkaUnreachable:
+            report = topics.TopicsReport(error=topics.no_answer(spec.kafka, deadline.seconds), unreachable=True)
         if report.data_topic_exists and not report.error:
             self._done[key] = (time.monotonic(), report.data_partitions)
         else:

@@ -92,11 +92,14 @@ def _send(kafka: KafkaSpec, client_properties: dict[str, str], key: str, value: 
           headers: list[tuple[str, bytes]], what: str, timeout: float) -> None:
     from confluent_kafka import Producer
 
+    from scorestream.operator.kafkabound import client_timeouts
     from scorestream.operator.kafkalog import client_config
 
+    # message.timeout.ms 0 would be "forever".
     producer = Producer(client_config({**client_properties, "bootstrap.servers": kafka.bootstrap_servers,
                                        "enable.idempotence": True, "acks": "all",
-                                       "message.timeout.ms": int(timeout * 1000)}))
+                                       "message.timeout.ms": max(1, int(timeout * 1000)),
+                                       **client_timeouts(timeout)}))
     failures: list[str] = []
     producer.produce(kafka.models_topic, key=key.encode(), value=value, headers=headers,
                      on_delivery=lambda err, _msg: failures.append(str(err)) if err else None)

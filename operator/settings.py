@@ -38,6 +38,9 @@ class OperatorConfig(Strict):
     """Ensure output, dead-letter and models topics exist and check the data topic."""
     topics_recheck: float = Field(60.0, alias="topicsRecheck", ge=0)
     """Seconds a complete topic check is trusted before the brokers are asked again."""
+    kafka_timeout: float = Field(3.0, alias="kafkaTimeout", ge=0.5, le=60)
+    """Seconds one reconcile waits for Kafka at most, its topic check and model publishing
+    together; brokers that do not answer in time make the resource Degraded (KafkaUnreachable)."""
     metrics_port: int | None = Field(None, alias="metricsPort", ge=1, le=65535)
     """Serve Prometheus metrics (reconciles by trigger and outcome, their duration) on this port."""
     health_port: int = Field(8080, alias="healthPort", ge=1, le=65535)

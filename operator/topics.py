@@ -4,11 +4,14 @@ it would hide a misspelt name."""
 
 from __future__ import annotations
 
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from scorestream.config import KeylessModels
+from scorestream.operator.kafkabound import Deadline, client_timeouts
 from scorestream.operator.kafkalog import client_config
 from scorestream.operator.spec import KafkaSpec
 
@@ -19,22 +22,38 @@ class TopicsReport:
     data_partitions: int | None = None  # the data topic's partitions: the job's useful parallelism
     created: list[str] = field(default_factory=list)
     error: str | None = None
+    unreachable: bool = False  # the brokers did not answer in time (error says so)
+
+
+# What librdkafka says when no broker answered (not a refusal by one that did).
+NO_ANSWER = frozenset({KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+                       KafkaError._RESOLVE, KafkaError.REQUEST_TIMED_OUT})
+
+
+def no_answer(kafka: KafkaSpec, timeout: float) -> str:
+    return f"Kafka at {kafka.bootstrap_servers} did not answer within {timeout:g} s"
 
 
 def ensure_topics(kafka: KafkaSpec, client_properties: dict[str, str], replication: int = -1,
                   timeout: float = 10.0) -> TopicsReport:
-    """Blocking (confluent-kafka admin): run it in a thread."""
-    admin = AdminClient(client_config({**client_properties, "bootstrap.servers": kafka.bootstrap_servers}))
+    """Blocking (confluent-kafka admin): run it in a thread. Every call of it together takes at
+    most `timeout` seconds (kafkabound)."""
+    deadline = Deadline(timeout)
+    admin = AdminClient(client_config({**client_properties, "bootstrap.servers": kafka.bootstrap_servers,
+                                       **client_timeouts(timeout)}))
     try:
-        return _ensure(admin, kafka, replication, timeout)
+        return _ensure(admin, kafka, replication, deadline)
     finally:
         admin.poll(0)  # hands librdkafka's queued log messages to Python logging (kafkalog)
 
 
-def _ensure(admin: AdminClient, kafka: KafkaSpec, replication: int, timeout: float) -> TopicsReport:
+def _ensure(admin: AdminClient, kafka: KafkaSpec, replication: int, deadline: Deadline) -> TopicsReport:
     try:
-        meta = admin.list_topics(timeout=timeout)
-    except Exception as e:  # KafkaException: broker unreachable, auth failure
+        meta = admin.list_topics(timeout=deadline.left())
+    except KafkaException as e:  # broker unreachable, auth failure
+        error = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+        if error is not None and error.code() in NO_ANSWER:
+            return TopicsReport(error=no_answer(kafka, deadline.seconds), unreachable=True)
         return TopicsReport(error=f"cannot list topics on {kafka.bootstrap_servers}: {e}")
     existing = meta.topics
     report = TopicsReport(data_topic_exists=kafka.data_topic in existing)
@@ -53,12 +72,17 @@ def _ensure(admin: AdminClient, kafka: KafkaSpec, replication: int, timeout: flo
         # Not compacted: Kafka refuses a message without a key on a compacted topic.
         wanted[keyless.topic] = NewTopic(keyless.topic, 1, replication, config=keyless_topic_config(keyless))
         if keyless.topic in existing:
-            errors += _check_keyless(admin, keyless, timeout)
+            errors += _check_keyless(admin, keyless, deadline)
     missing = [t for name, t in wanted.items() if name not in existing]
-    for name, future in (admin.create_topics(missing, request_timeout=timeout) if missing else {}).items():
+    left = max(deadline.left(), 0.1)  # 0 would mean librdkafka's default
+    futures = admin.create_topics(missing, request_timeout=left, operation_timeout=left) if missing else {}
+    for name, future in futures.items():
         try:
-            future.result()
+            future.result(timeout=deadline.left())
             report.created.append(name)
+        except FutureTimeout:
+            report.unreachable = True
+            errors.append(f"cannot create topic {name}: {no_answer(kafka, deadline.seconds)}")
         except Exception as e:
             if "TOPIC_ALREADY_EXISTS" in str(e):
                 continue
@@ -73,7 +97,7 @@ def keyless_topic_config(keyless: KeylessModels) -> dict[str, str]:
     return {"cleanup.policy": "delete", "retention.ms": str(keyless.retention_hours * 3_600_000)}
 
 
-def _check_keyless(admin: AdminClient, keyless: KeylessModels, timeout: float) -> list[str]:
+def _check_keyless(admin: AdminClient, keyless: KeylessModels, deadline: Deadline) -> list[str]:
     """What is wrong with an existing keyless models topic: compacted (it refuses what it is for)
     or keeping messages for another time than spec.kafka.keylessModels says. Reported, not
     changed: the topic may be someone else's to configure."""
@@ -82,8 +106,8 @@ def _check_keyless(admin: AdminClient, keyless: KeylessModels, timeout: float) -
     name = keyless.topic
     try:
         (future,) = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, name)],
-                                          request_timeout=timeout).values()
-        config = {k: v.value for k, v in future.result().items()}
+                                          request_timeout=deadline.left()).values()
+        config = {k: v.value for k, v in future.result(timeout=deadline.left()).items()}
     except Exception as e:  # KafkaException: no DescribeConfigs right, broker gone
         return [f"cannot check keylessModels.topic {name!r}: {e}"]
     want = keyless_topic_config(keyless)
