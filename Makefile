@@ -13,7 +13,7 @@ STAMP  := $(VENV)/.setup-$(shell cat pyproject.toml requirements.lock scorestrea
 # containerd 1.6, runc 1.1, the CNI plugins 1.1, buildah 1.28).
 NODE_PACKAGES := containerd runc containernetworking-plugins buildah debootstrap iptables conntrack
 
-.PHONY: setup setup-demo demo test test-quick bench clean images dist node-packages
+.PHONY: setup setup-demo demo test test-quick bench clean images dist node-packages generate
 
 # What the demo runs: the Python packages, the JVM scorer and the Kafka jars.
 setup-demo: $(DEMO_STAMP)
@@ -31,7 +31,7 @@ $(DEMO_STAMP):
 	@command -v mvn >/dev/null 2>&1 || { \
 	  echo "mvn not found: installing Maven (Debian), to build the JVM scorer and fetch the pinned Kafka broker and Spark connector jars"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
-	$(BIN)/scorestream build-jvm
+	$(BIN)/python -m scorestream.runtime.jvm
 	$(BIN)/python -m scorestream.jars resolve kafka-broker spark-kafka >/dev/null
 	@rm -f $(VENV)/.setup-demo-* && touch $@
 
@@ -62,6 +62,13 @@ test: setup
 # tests/conftest.py), the JUnit tests of the JVM scorer among them (tests/test_jvm_build.py).
 test-quick: setup
 	$(BIN)/pytest -m quick -n 2 --dist loadfile
+
+# After a change of the spec types: the CRD (crds/ and the chart's copy) and its reference page,
+# and the Grafana dashboard; the tests fail while a checked-in copy differs from its generator.
+generate: setup-demo
+	$(BIN)/python -m scorestream.operator.crd --write
+	$(BIN)/python -m scorestream.operator.reference --write
+	$(BIN)/python -m scorestream.monitoring --write
 
 bench: setup
 	$(BIN)/python benchmarks/throughput.py

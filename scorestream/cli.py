@@ -24,14 +24,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--config", required=True, metavar="FILE",
                      help="the job's configuration (JobConfig as JSON), as the operator renders it")
 
-    sub.add_parser("build-jvm", help="build the JVM scorer with Maven and run its JUnit tests (needs a JDK 17+ and "
-                   "mvn); into $SCORESTREAM_JVM_DIR when set")
-
     from scorestream.runtime import verification
     verification.add_arguments(sub.add_parser("verify", help=verification.HELP))
 
-    crd = sub.add_parser("crd", help="print the ModelServing CRD generated from the spec types")
-    crd.add_argument("--write", action="store_true", help="write crds/modelserving.yaml instead of printing")
+    sub.add_parser("crd", help="print the ModelServing CRD (to apply or upgrade it without the chart)")
 
     render = sub.add_parser("render", help="print the objects the operator would create for a ModelServing")
     render.add_argument("-f", "--filename", required=True, help="a ModelServing manifest (YAML; - for stdin)")
@@ -118,24 +114,10 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         from scorestream.runtime import verification
 
         return verification.cli(args)
-    if args.command == "build-jvm":
-        from scorestream.runtime import jvm
-
-        into = os.environ.get("SCORESTREAM_JVM_DIR")
-        try:
-            print(jvm.build(Path(into) if into else None))
-        except jvm.JvmError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 1
-        return 0
     if args.command == "crd":
         from scorestream.operator import crd as crd_module
 
-        if args.write:
-            crd_module.CRD_PATH.write_text(crd_module.render())
-            print(crd_module.CRD_PATH)
-        else:
-            sys.stdout.write(crd_module.render())
+        sys.stdout.write(crd_module.render())
         return 0
     if args.command == "render":
         return _render(args.filename, args.runtime_image)

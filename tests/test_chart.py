@@ -61,7 +61,7 @@ def test_lint_is_clean(helm):
 
 def test_the_chart_ships_the_generated_crd():
     assert (CHART / "crds" / "modelserving.yaml").read_text() == crd_module.render(), \
-        "charts/scorestream/crds/modelserving.yaml differs from `scorestream crd`: copy crds/modelserving.yaml"
+        "charts/scorestream/crds/modelserving.yaml is stale: run `python -m scorestream.operator.crd --write`"
 
 
 def _peering_schema(kind):
