@@ -101,7 +101,7 @@ async def reconcile(ctx: Context, body: Body, logger: logging.Logger | Any, trig
 
     Each reads the resource afresh and writes its status with the resourceVersion it read: the
     body a kopf handler is given may predate a status written since (a timer's body is from the
-    last watch event), and so may the whole operator during a peering hand-over. A status
+    last watch event), and so may the whole operator during a leader hand-over. A status
     computed from an older one would undo the steps recorded since (a canary's figures and its
     Promoting step, say); the API server refuses it with 409, and the turn is taken again."""
     meta = body["metadata"]

@@ -40,11 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     op.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
     op.add_argument("-n", "--namespace", action="append", default=[], help="a namespace to watch (repeatable)")
     op.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace")
-    op.add_argument("--peering", default=None, help="kopf peering name: run several replicas, one active")
-    op.add_argument("--priority", type=int, default=None,
-                    help="peering priority (the highest serves); default: random, distinct per replica")
+    op.add_argument("--leader-elect", action="store_true",
+                    help="run several replicas, one active: elect it through a Lease (leaderElection's defaults)")
     op.add_argument("--observe-interval", type=float, default=None, help="seconds between observations (10)")
-    op.add_argument("-v", "--verbose", action="store_true", help="log kopf's INFO messages too (peering, handlers)")
+    op.add_argument("-v", "--verbose", action="store_true", help="log kopf's INFO messages too (handlers)")
     op.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default=None,
                     help="the least severe messages logged (default: info)")
 
@@ -135,7 +134,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                                  " (namespaces, observeInterval...), not " + _shape(docs))
             raw = docs[0]
         flags = {"namespaces": args.namespace or None, "allNamespaces": args.all_namespaces or None,
-                 "peering": args.peering, "priority": args.priority, "observeInterval": args.observe_interval,
+                 "leaderElection": (raw.get("leaderElection") or {}) if args.leader_elect else None, "observeInterval": args.observe_interval,
                  "metricsPort": args.metrics_port}
         raw.update({k: v for k, v in flags.items() if v is not None})
         if not raw.get("namespaces") and not raw.get("allNamespaces"):

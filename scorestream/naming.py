@@ -70,3 +70,7 @@ def parse_model_key(key: str) -> ModelKey:
         return ModelKey(None, None, parts[0], candidate)
     # Neither shape (a '/' too many or too few): nobody's address; the role part is kept whole.
     return ModelKey("", "", key, False)
+
+
+# The Lease the operator's replicas elect their leader with, in the operator's namespace.
+OPERATOR_LEASE = "scorestream-operator"
