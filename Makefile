@@ -13,7 +13,7 @@ STAMP  := $(VENV)/.setup-$(shell cat pyproject.toml requirements.lock scorestrea
 # containerd 1.6, runc 1.1, the CNI plugins 1.1, buildah 1.28).
 NODE_PACKAGES := containerd runc containernetworking-plugins buildah debootstrap iptables conntrack
 
-.PHONY: setup setup-demo demo test test-quick bench clean images dist node-packages generate
+.PHONY: setup setup-demo demo test test-quick bench clean images dist node-packages generate plugin
 
 # What the demo runs: the Python packages, the JVM scorer and the Kafka jars.
 setup-demo: $(DEMO_STAMP)
@@ -47,6 +47,7 @@ $(STAMP): $(DEMO_STAMP)
 	  echo "go not found: installing Go (Debian), to build the tests' Kubernetes control plane"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go; }
 	$(BIN)/python tests/kube_cluster.py
+	$(BIN)/python tests/krew.py
 	@find $(VENV) -maxdepth 1 -name '.setup-*' ! -name '.setup-demo-*' -delete && touch $@
 
 demo: setup-demo
@@ -83,8 +84,13 @@ node-packages:
 images: node-packages
 	$(PYTHON) hack/images.py build
 
-# What a user installs from: dist/ holds the chart package, the image archives and SHA256SUMS.
-dist: node-packages
+# The kubectl plugin as a krew archive and manifest, in dist/ (PLUGIN_BASE_URL: where it is published).
+plugin: setup-demo
+	$(BIN)/python hack/plugin.py --out dist
+
+# What a user installs from: dist/ holds the chart package, the image archives and SHA256SUMS,
+# and the plugin's archive and krew manifest.
+dist: node-packages plugin
 	$(PYTHON) hack/images.py dist
 
 clean:
