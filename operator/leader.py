@@ -55,6 +55,7 @@ class Election:
     # What this replica saw last of the Lease, and when (its clock) it last changed.
     _seen: tuple[Any, ...] | None = field(default=None, init=False)
     _seen_at: float = field(default=0.0, init=False)
+    holder: str = field(default="", init=False)  # the holder the last read found
 
     def _observe(self, spec: dict[str, Any]) -> bool:
         """Record what the Lease says; True if its holder has let it lapse (unchanged for `duration`)."""
@@ -80,7 +81,7 @@ class Election:
         if status >= 300:
             raise LeaseError(f"reading Lease {self.namespace}/{self.name}: {status} {current.get('message', '')}")
         old = current.get("spec") or {}
-        holder = old.get("holderIdentity") or ""
+        holder = self.holder = old.get("holderIdentity") or ""
         lapsed = self._observe(old)
         if holder and holder != self.identity and not lapsed:
             return False
@@ -124,8 +125,8 @@ class Election:
                 ok = False
             if ok:
                 renewed = self.clock()
-            elif self.clock() - renewed >= self.renew_deadline:
-                return False
+            elif self.holder not in ("", self.identity) or self.clock() - renewed >= self.renew_deadline:
+                return False  # another holds it now, or it may by now
             await asyncio.to_thread(stop.wait, self.retry)
         return True
 
@@ -191,8 +192,8 @@ def lead(make_kube: Callable[[], Any], namespace: str, name: str, duration: floa
             try:
                 if not await election.keep(stop):
                     lost.set()
-                    LOG.error("lost Lease %s/%s (not renewed for %g s): stopping, to restart as a follower",
-                              namespace, name, renew_deadline)
+                    LOG.error("lost Lease %s/%s (held by %s, or not renewed for %g s): stopping, to restart"
+                              " as a follower", namespace, name, election.holder or "nobody", renew_deadline)
                     on_lost()
                     return
                 await election.release()

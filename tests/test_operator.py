@@ -248,8 +248,19 @@ async def test_ha_one_replica_leads_through_a_lease_and_a_follower_takes_over(ap
                     what="the new leader reconciles")
         await second.stop()
         assert lease(api)["holderIdentity"] == "", "a leader stopping gracefully releases its Lease"
+
+        # A leader that finds the Lease another's (it was cut off, and a follower took over) stops
+        # at once, so its pod restarts as a follower.
+        third = Operator(api, config, kubeconfig=ha.kubeconfig)
+        await third.start()
+        await until(lambda: "leading: holding Lease" in third.log, what="the third replica leads")
+        current = obj(api, "coordination.k8s.io/v1/leases", naming.OPERATOR_LEASE)
+        api.request("PUT", api.path("coordination.k8s.io/v1/leases", naming.OPERATOR_LEASE),
+                    {**current, "spec": {**current["spec"], "holderIdentity": "another-replica"}})
+        await until(lambda: not third.running, timeout=10, what="the deposed leader exits")
+        assert third.proc.returncode == 1 and "lost Lease" in third.log
     finally:
-        for op in (first, second):
+        for op in (first, second, *([third] if "third" in locals() else [])):
             await op.stop()
         tool("helm", api.cluster, "uninstall", release, "-n", api.ns, "--wait")
 
