@@ -86,7 +86,7 @@ RUN python -m pip install --no-deps -e /src
 # loopback by name instead.
 ENV SPARK_LOCAL_IP=127.0.0.1 SPARK_LOCAL_HOSTNAME=localhost
 RUN --mount=type=cache,target=/root/.m2 \
-    scorestream build-jvm \
+    python -m scorestream.runtime.jvm \
     && python -m scorestream.jars resolve spark-kafka
 
 # --- the runtime, PMML only: Java 17, pyspark and its Kafka connector, PMML4S, the scorer ---------

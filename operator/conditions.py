@@ -32,6 +32,7 @@ class Reason(StrEnum):
     TOPICS_UNAVAILABLE = "TopicsUnavailable"
     TOPICS_NOT_READY = "TopicsNotReady"  # KafkaTopics Strimzi has not made Ready yet
     KAFKA_CREDENTIALS_MISSING = "KafkaCredentialsMissing"  # a Secret or key spec.kafka names
+    KAFKA_UNREACHABLE = "KafkaUnreachable"  # no broker answered within the reconcile's Kafka budget
     UPGRADING = "Upgrading"
     UPGRADE_FAILED = "UpgradeFailed"
     UPGRADE_ROLLED_BACK = "UpgradeRolledBack"

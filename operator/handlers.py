@@ -9,14 +9,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import random
 import threading
 from typing import Any
 
 import kopf
 
 from scorestream import naming
-from scorestream.operator import metrics, reconciler
+from scorestream.operator import leader, metrics, reconciler
 from scorestream.operator import spec as s
 from scorestream.operator.conditions import Reason
 from scorestream.operator.kube import Kube
@@ -49,7 +48,6 @@ def _register_lifecycle(registry: kopf.OperatorRegistry, config: OperatorConfig,
         settings.persistence.finalizer = f"{naming.GROUP}/finalizer"
         settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=naming.GROUP)
         settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=naming.GROUP)
-        settings.peering.lifetime = config.peering_lifetime
         # No watching of CRDs and namespaces: the operator serves one CRD installed before it, and
         # exact namespaces. That keeps its RBAC to what it touches (no cluster-wide reads at all
         # in namespaced mode); a CRD installed later is found at the next start.
@@ -64,9 +62,8 @@ def _register_lifecycle(registry: kopf.OperatorRegistry, config: OperatorConfig,
         if getattr(memo, "ctx", None):
             await memo.ctx.close()
         if exit_after_cleanup is not None:
-            # kopf 1.45 closes its API session before the peering keep-alive's last touch, which
-            # then waits for credentials forever: a replica would hang until SIGKILL. Every
-            # handler is done by now; only that touch (removing us from the peering) is left.
+            # kopf 1.45 could hang after cleanup waiting for credentials its closed API session
+            # no longer gives (its peering keep-alive did): every handler is done by now.
             def _exit() -> None:
                 logger.warning("kopf did not exit %.0f s after cleanup; exiting", exit_after_cleanup)
                 logging.shutdown()
@@ -154,18 +151,9 @@ def _rolling_out(body: kopf.Body, **_: Any) -> bool:
 
 
 def operator_scope(config: OperatorConfig) -> dict[str, Any]:
-    """kopf's arguments for what to watch and whom to coordinate with.
-
-    kopf's peering is not leader election: operators of the same priority all freeze. Replicas of
-    one Deployment therefore each take a distinct random priority; the highest serves, the others
-    stand by and take over when it stops (at once) or stops renewing (after `peeringLifetime`)."""
-    return dict(
-        clusterwide=config.all_namespaces,
-        namespaces=config.namespaces,
-        standalone=config.peering is None,
-        peering_name=config.peering,
-        priority=config.priority if config.priority is not None else random.randint(1, 2**31 - 1),
-    )
+    """kopf's arguments for what to watch. Always standalone: replicas elect their leader through
+    a Lease before kopf starts (operator/leader.py), not through kopf's peering."""
+    return dict(clusterwide=config.all_namespaces, namespaces=config.namespaces, standalone=True)
 
 
 def run(config: OperatorConfig, verbose: bool = False, log_level: str | None = None) -> None:
@@ -179,5 +167,23 @@ def run(config: OperatorConfig, verbose: bool = False, log_level: str | None = N
     kopf.configure(verbose=verbose)
     if log_level:  # the chart's logLevel; kopf.configure set the root logger's level just now
         logging.getLogger().setLevel(log_level.upper())
-    kopf.run(registry=registry, liveness_endpoint=f"http://0.0.0.0:{config.health_port}/healthz",
-             **operator_scope(config))
+
+    def serve() -> None:
+        kopf.run(registry=registry, liveness_endpoint=f"http://0.0.0.0:{config.health_port}/healthz",
+                 **operator_scope(config))
+
+    election = config.leader_election
+    if election is None:
+        serve()
+        return
+    namespace = election.namespace or config.operator_namespace or os.environ.get("POD_NAMESPACE")
+    if not namespace:
+        raise ValueError("leaderElection: no namespace for the Lease: set leaderElection.namespace,"
+                         " operatorNamespace or POD_NAMESPACE")
+
+    def lost() -> None:  # another may lead by now: stop at once, the pod restarts as a follower
+        logging.shutdown()
+        os._exit(1)
+
+    leader.lead(Kube.from_environment, namespace, election.lease_name, election.lease_duration,
+                election.renew_deadline, election.retry_period, serve, lost, health_port=config.health_port)

@@ -25,8 +25,7 @@ PHASES: tuple[str, ...] = get_args(s.Phase)
 
 
 # The active operator recomputes every status each observe interval (10 s by default); a status
-# not recomputed for this long is not current: a standby replica's (kopf peering pauses it, its
-# memory stays), or a resource deleted while the operator was down.
+# not recomputed for this long is not current (a resource deleted while the operator was down).
 STALE_AFTER = 300.0
 
 

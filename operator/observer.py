@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from scorestream.api import job_http
 from scorestream.config import read_properties_text
 from scorestream.naming import CONFIG_HASH_ANNOTATION, Names
-from scorestream.operator import strimzi, topics
+from scorestream.operator import kafkabound, strimzi, topics
 from scorestream.operator.kube import Kube
 from scorestream.operator.spec import ModelServingSpec, operator_client_refusals
 from scorestream.operator.status import DriverState, JobReport
@@ -182,16 +182,20 @@ class TopicsChecks:
         self.ttl, self._done = ttl, {}
 
     async def check(self, spec: ModelServingSpec, props: dict[str, str],
-                    models: "topics.Route | None" = None) -> topics.TopicsReport:
+                    models: "topics.Route | None", deadline: kafkabound.Deadline) -> topics.TopicsReport:
         key = (spec.kafka.model_dump_json(), tuple(sorted(props.items())),
                models and (models.topic, models.bootstrap_servers, tuple(sorted(models.properties.items()))))
         done = self._done.get(key)
         if done is not None and time.monotonic() - done[0] < self.ttl:
             return topics.TopicsReport(data_topic_exists=True, data_partitions=done[1])
-        if spec.kafka.strimzi_topics:  # Strimzi's Topic Operator makes the others (KafkaTopics)
-            report = await asyncio.to_thread(topics.check_data_topic, spec.kafka, props)
-        else:
-            report = await asyncio.to_thread(topics.ensure_topics, spec.kafka, props, models=models)
+        try:
+            if spec.kafka.strimzi_topics:  # Strimzi's Topic Operator makes the others (KafkaTopics)
+                report = await kafkabound.call(deadline, "the topic check", topics.check_data_topic, spec.kafka, props)
+            else:
+                report = await kafkabound.call(deadline, "the topic check", topics.ensure_topics, spec.kafka, props,
+                                               models=models)
+        except kafkabound.KafkaUnreachable:
+            report = topics.TopicsReport(error=topics.no_answer(spec.kafka, deadline.seconds), unreachable=True)
         if report.data_topic_exists and not report.error:
             self._done[key] = (time.monotonic(), report.data_partitions)
         else:

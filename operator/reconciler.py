@@ -20,8 +20,8 @@ import kopf
 from pydantic import ValidationError
 
 from scorestream import naming
-from scorestream.operator import clock, conditions, control, desired, images, metrics, models_route, observer, \
-    publish, rollout, scaling, status, strimzi, upgrade
+from scorestream.operator import clock, conditions, control, desired, images, kafkabound, metrics, models_route, \
+    observer, publish, rollout, scaling, status, strimzi, upgrade
 from scorestream.operator.kube import Conflict, Kube, KubeError, NotOwned
 from scorestream.operator import spec as s
 from scorestream.operator.settings import OperatorConfig
@@ -101,7 +101,7 @@ async def reconcile(ctx: Context, body: Body, logger: logging.Logger | Any, trig
 
     Each reads the resource afresh and writes its status with the resourceVersion it read: the
     body a kopf handler is given may predate a status written since (a timer's body is from the
-    last watch event), and so may the whole operator during a peering hand-over. A status
+    last watch event), and so may the whole operator during a leader hand-over. A status
     computed from an older one would undo the steps recorded since (a canary's figures and its
     Promoting step, say); the API server refuses it with 409, and the turn is taken again."""
     meta = body["metadata"]
@@ -199,7 +199,9 @@ async def _reconcile(ctx: Context, body: Body, previous: status.Status, logger: 
             await _repair(ctx, body, child, logger)
         return None
     observed = status.Observed(generation=meta.get("generation", 0), spec=spec, controls=previous.controls)
-    models, partitions, run = await _observe(ctx, body, spec, observed)
+    # All of this reconcile's Kafka calls together: an unreachable broker costs it this much at most.
+    kafka = kafkabound.Deadline(ctx.config.kafka_timeout)
+    models, partitions, run = await _observe(ctx, body, spec, observed, kafka)
     # A changed job configuration that did not become ready in time: run the last stable spec.
     verdict = upgrade.assess(name, namespace, spec, body.get("spec") or {}, observed.generation, previous,
                              observed.driver.config_hash, observed.driver.ready and observed.job.ready,
@@ -215,14 +217,14 @@ async def _reconcile(ctx: Context, body: Body, previous: status.Status, logger: 
     except (KubeError, NotOwned) as e:
         observed.apply_error = str(e)
     if spec.model and run and models is not None:
-        await _roll_model(ctx, body, spec, models, previous, observed)
+        await _roll_model(ctx, body, spec, models, previous, observed, kafka)
     if run:
         await _scale(ctx, body, spec, naming.Names(name, namespace), previous, observed, partitions)
     return status.compute(name, namespace, observed, previous)
 
 
-async def _observe(ctx: Context, body: Body, spec: ModelServingSpec,
-                   observed: status.Observed) -> tuple[models_route.Route | None, int | None, bool]:
+async def _observe(ctx: Context, body: Body, spec: ModelServingSpec, observed: status.Observed,
+                   kafka: kafkabound.Deadline) -> tuple[models_route.Route | None, int | None, bool]:
     """The topics, the driver pod and the job, into `observed`; returns where and as whom model
     messages are published (None: the Kafka settings are unusable), the data topic's partitions,
     and whether the job should run."""
@@ -241,8 +243,9 @@ async def _observe(ctx: Context, body: Body, spec: ModelServingSpec,
             observed.topics_error = str(e)
     partitions: int | None = None
     if ctx.config.manage_topics and run and props is not None and models is not None:
-        report = await ctx.topics.check(spec, props, models)
+        report = await ctx.topics.check(spec, props, models, kafka)
         observed.data_topic_exists, observed.topics_error = report.data_topic_exists, report.error
+        observed.kafka_unreachable = report.unreachable
         partitions = report.data_partitions
         if report.created:
             kopf.info(body, reason="TopicsCreated", message=", ".join(report.created))
@@ -325,7 +328,7 @@ async def _repair(ctx: Context, body: Body, child: Child | None, logger: logging
 
 
 async def _roll_model(ctx: Context, body: Body, spec: ModelServingSpec, models: models_route.Route,
-                      previous: status.Status, observed: status.Observed) -> None:
+                      previous: status.Status, observed: status.Observed, kafka: kafkabound.Deadline) -> None:
     """Take the rollout's next step (rollout.plan decides it): publish spec.model as the serving
     model or as a candidate, promote or withdraw a candidate."""
     meta = body["metadata"]
@@ -352,13 +355,15 @@ async def _roll_model(ctx: Context, body: Body, spec: ModelServingSpec, models: 
     ctx.published[uid] = step.token
     if not already:
         try:
+            if observed.kafka_unreachable:  # the topic check just now waited for it in vain
+                raise kafkabound.KafkaUnreachable(f"not sent: {observed.topics_error}")
             if step.publish is not None:
-                await asyncio.to_thread(publish.publish, models, step.publish, step.rollout_id,
-                                        meta["namespace"], meta["name"])
+                await kafkabound.call(kafka, "publishing the model", publish.publish, models, step.publish,
+                                      step.rollout_id, meta["namespace"], meta["name"])
             if step.withdraw:
-                await asyncio.to_thread(publish.withdraw, models, spec.data_type, meta["namespace"],
-                                        meta["name"])
-        except Exception as e:  # PublishError, KafkaException: reported, retried by the next reconcile
+                await kafkabound.call(kafka, "withdrawing the candidate", publish.withdraw, models, spec.data_type,
+                                      meta["namespace"], meta["name"])
+        except Exception as e:  # PublishError, KafkaException, KafkaUnreachable: reported, retried by the next reconcile
             ctx.published.pop(uid, None)
             observed.publish_error = str(e)[:1000]
             observed.plan = None

@@ -27,6 +27,28 @@ class ModelsKafka(Strict):
     properties_file: str = Field(alias="propertiesFile", min_length=1)
     """A file of librdkafka settings with the operator's credentials (security.protocol,
     sasl.mechanism, sasl.username, sasl.password...): the chart mounts it from a Secret."""
+class LeaderElection(Strict):
+    """Replicas of the operator elect one active through a Lease (operator/leader.py); client-go's
+    defaults."""
+
+    lease_name: str = Field(naming.OPERATOR_LEASE, alias="leaseName", min_length=1)
+    """The Lease's name, in `namespace`."""
+    namespace: str | None = None
+    """Where the Lease is; None: operatorNamespace, else POD_NAMESPACE."""
+    lease_duration: float = Field(15.0, alias="leaseDuration", ge=1)
+    """Seconds a follower waits after the Lease last changed before it takes it over: the longest
+    a dead leader leaves the resources unserved."""
+    renew_deadline: float = Field(10.0, alias="renewDeadline", gt=0)
+    """Seconds the leader keeps trying to renew before it stops (exits, to restart as a follower)."""
+    retry_period: float = Field(2.0, alias="retryPeriod", gt=0)
+    """Seconds between tries to take or renew the Lease."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "LeaderElection":
+        if not self.retry_period < self.renew_deadline < self.lease_duration:
+            raise ValueError("leaderElection: retryPeriod < renewDeadline < leaseDuration, or a leader may"
+                             " still act after a follower took its Lease over")
+        return self
 
 
 class OperatorConfig(Strict):
@@ -36,12 +58,8 @@ class OperatorConfig(Strict):
     """Namespaces to watch (the command line defaults it to the operator's own, POD_NAMESPACE)."""
     all_namespaces: bool = Field(False, alias="allNamespaces")
     """Watch every namespace (cluster-wide RBAC needed)."""
-    peering: str | None = None
-    """kopf peering name for HA: replicas of the operator elect one active; None: standalone."""
-    priority: int | None = None
-    """This replica's peering priority (the highest serves); None: random, distinct per replica."""
-    peering_lifetime: int = Field(60, alias="peeringLifetime", ge=1)
-    """Seconds after which a silent active replica is presumed dead and a standby takes over."""
+    leader_election: LeaderElection | None = Field(None, alias="leaderElection")
+    """Replicas of the operator elect one active through a Lease; None: this one serves alone."""
     observe_interval: float = Field(10.0, alias="observeInterval", gt=0)
     """Seconds between observations of each job (status, drift repair, crash loops)."""
     rollout_poll: float = Field(1.0, alias="rolloutPoll", gt=0)
@@ -50,6 +68,9 @@ class OperatorConfig(Strict):
     """Ensure output, dead-letter and models topics exist and check the data topic."""
     topics_recheck: float = Field(60.0, alias="topicsRecheck", ge=0)
     """Seconds a complete topic check is trusted before the brokers are asked again."""
+    kafka_timeout: float = Field(3.0, alias="kafkaTimeout", ge=0.5, le=60)
+    """Seconds one reconcile waits for Kafka at most, its topic check and model publishing
+    together; brokers that do not answer in time make the resource Degraded (KafkaUnreachable)."""
     metrics_port: int | None = Field(None, alias="metricsPort", ge=1, le=65535)
     """Serve Prometheus metrics (reconciles by trigger and outcome, their duration) on this port."""
     health_port: int = Field(8080, alias="healthPort", ge=1, le=65535)

@@ -85,6 +85,7 @@ class Observed:
     topics_error: str | None = None
     credentials_error: str | None = None  # a Secret or key spec.kafka.tls/authentication names is missing
     topics_waiting: str | None = None  # the KafkaTopics not Ready yet (spec.kafka.strimziTopics)
+    kafka_unreachable: bool = False  # ... because the brokers did not answer in time
     driver: DriverState = field(default_factory=DriverState)
     job: JobReport = field(default_factory=JobReport)
     apply_error: str | None = None
@@ -235,7 +236,8 @@ def phase_and_health(observed: Observed) -> Health:
         health = Health(health.phase, health.ready, Finding("True", Reason.UPGRADING, up.message), health.degraded)
     if observed.topics_error and health.degraded.status == "False":
         health = Health(health.phase, health.ready, health.progressing,
-                        Finding("True", Reason.TOPICS_UNAVAILABLE, observed.topics_error))
+                        Finding("True", Reason.KAFKA_UNREACHABLE if observed.kafka_unreachable
+                                else Reason.TOPICS_UNAVAILABLE, observed.topics_error))
     if health.degraded.status == "True" and health.phase == "Pending":
         # the phase column must not say Pending while something is wrong
         health = Health("Degraded", health.ready, health.progressing, health.degraded)

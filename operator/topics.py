@@ -4,11 +4,14 @@ it would hide a misspelt name."""
 
 from __future__ import annotations
 
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from scorestream.config import KeylessModels
+from scorestream.operator.kafkabound import Deadline, client_timeouts
 from scorestream.operator.kafkalog import client_config
 from scorestream.operator.models_route import Route
 from scorestream.operator.spec import KafkaSpec
@@ -20,82 +23,118 @@ class TopicsReport:
     data_partitions: int | None = None  # the data topic's partitions: the job's useful parallelism
     created: list[str] = field(default_factory=list)
     error: str | None = None
+    unreachable: bool = False  # the brokers did not answer in time (error says so)
+
+
+# What librdkafka says when no broker answered (not a refusal by one that did).
+NO_ANSWER = frozenset({KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN,
+                       KafkaError._RESOLVE, KafkaError.REQUEST_TIMED_OUT})
+
+
+def no_answer(kafka: KafkaSpec, timeout: float) -> str:
+    return f"Kafka at {kafka.bootstrap_servers} did not answer within {timeout:g} s"
 
 
 def ensure_topics(kafka: KafkaSpec, client_properties: dict[str, str], replication: int = -1,
                   timeout: float = 10.0, models: Route | None = None) -> TopicsReport:
-    """Blocking (confluent-kafka admin): run it in a thread. `models` says where the model messages
-    go and as whom (models_route.route); None: kafka.modelsTopic, with the resource's credentials.
-    A models topic the operator writes with its own principal is created with that principal: the
-    tenant's may only read it."""
+    """Blocking (confluent-kafka admin): run it in a thread. Every call of it together takes at
+    most `timeout` seconds (kafkabound). `models` says where the model messages go and as whom
+    (models_route.route); None: kafka.modelsTopic, with the resource's credentials. A models topic
+    the operator writes with its own principal is created with that principal: the tenant's may
+    only read it."""
     if models is None and kafka.models_topic:
         models = Route(kafka.models_topic, kafka.bootstrap_servers, client_properties, by_operator=False)
-    admin = AdminClient(client_config({**client_properties, "bootstrap.servers": kafka.bootstrap_servers}))
+    deadline = Deadline(timeout)
+    admin = AdminClient(client_config({**client_properties, "bootstrap.servers": kafka.bootstrap_servers,
+                                       **client_timeouts(timeout)}))
     try:
-        report = _ensure(admin, kafka, replication, timeout, None if models is None or models.by_operator else models)
+        report = _ensure(admin, kafka, replication, deadline,
+                         None if models is None or models.by_operator else models)
     finally:
         admin.poll(0)  # hands librdkafka's queued log messages to Python logging (kafkalog)
     if models is not None and models.by_operator and report.error is None:
-        own = AdminClient(client_config({**models.properties, "bootstrap.servers": models.bootstrap_servers}))
+        own = AdminClient(client_config({**models.properties, "bootstrap.servers": models.bootstrap_servers,
+                                         **client_timeouts(max(deadline.left(), 0.1))}))
         try:
-            created, errors = _ensure_models(own, models.topic, replication, timeout)
+            theirs = _ensure_models(own, kafka, models.topic, replication, deadline)
         finally:
             own.poll(0)
-        report.created += created
-        report.error = "; ".join(errors) or None
+        report.created += theirs.created
+        report.error, report.unreachable = theirs.error, theirs.unreachable
     return report
 
 
 def check_data_topic(kafka: KafkaSpec, client_properties: dict[str, str], timeout: float = 10.0) -> TopicsReport:
     """Only whether the data topic exists, and its partitions: where the other topics are made by
     someone else (Strimzi's Topic Operator, spec.kafka.strimziTopics). Blocking: run it in a thread."""
-    admin = AdminClient(client_config({**client_properties, "bootstrap.servers": kafka.bootstrap_servers}))
+    deadline = Deadline(timeout)
+    admin = AdminClient(client_config({**client_properties, "bootstrap.servers": kafka.bootstrap_servers,
+                                       **client_timeouts(timeout)}))
     try:
-        meta = admin.list_topics(timeout=timeout)
-    except Exception as e:  # KafkaException: broker unreachable, auth failure
-        return TopicsReport(error=f"cannot list topics on {kafka.bootstrap_servers}: {e}")
+        meta = _list(admin, kafka, deadline)
     finally:
         admin.poll(0)
+    if isinstance(meta, TopicsReport):
+        return meta
     topic = meta.topics.get(kafka.data_topic)
     return TopicsReport(data_topic_exists=topic is not None, data_partitions=len(topic.partitions) if topic else None)
+
+
+def _list(admin: AdminClient, kafka: KafkaSpec, deadline: Deadline, topic: str | None = None, who: str = ""):
+    """The cluster's topics (or one topic's), or the report of why they could not be listed."""
+    try:
+        return admin.list_topics(topic, timeout=deadline.left())
+    except KafkaException as e:  # broker unreachable, auth failure
+        error = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+        if error is not None and error.code() in NO_ANSWER:
+            return TopicsReport(error=no_answer(kafka, deadline.seconds), unreachable=True)
+        return TopicsReport(error=f"cannot list topics on {kafka.bootstrap_servers}{who}: {e}")
 
 
 def _models_topic(topic: str, replication: int) -> NewTopic:
     return NewTopic(topic, 1, replication, config={"cleanup.policy": "compact"})
 
 
-def _ensure_models(admin: AdminClient, topic: str, replication: int, timeout: float) -> tuple[list[str], list[str]]:
-    """The models topic, with the operator's principal: (created, errors). Its existence is asked
-    of that topic alone (the principal may describe nothing else)."""
-    try:
-        meta = admin.list_topics(topic, timeout=timeout)
-    except Exception as e:  # KafkaException: broker unreachable, auth failure
-        return [], [f"cannot describe the models topic {topic} as the operator: {e}"]
+def _ensure_models(admin: AdminClient, kafka: KafkaSpec, topic: str, replication: int,
+                   deadline: Deadline) -> TopicsReport:
+    """The models topic, with the operator's principal. Its existence is asked of that topic alone
+    (the principal may describe nothing else)."""
+    meta = _list(admin, kafka, deadline, topic, who=" as the operator")
+    if isinstance(meta, TopicsReport):
+        return meta
+    report = TopicsReport()
     found = meta.topics.get(topic)
-    if found is not None and found.error is None:
-        return [], []
-    return _create(admin, [_models_topic(topic, replication)], timeout, who=" as the operator")
+    if found is None or found.error is not None:
+        errors = _create(admin, kafka, [_models_topic(topic, replication)], deadline, report, who=" as the operator")
+        report.error = "; ".join(errors) or None
+    return report
 
 
-def _create(admin: AdminClient, missing: list[NewTopic], timeout: float, who: str = "") -> tuple[list[str], list[str]]:
-    created, errors = [], []
-    for name, future in (admin.create_topics(missing, request_timeout=timeout) if missing else {}).items():
+def _create(admin: AdminClient, kafka: KafkaSpec, missing: list[NewTopic], deadline: Deadline,
+            report: TopicsReport, who: str = "") -> list[str]:
+    """Create the missing topics within the deadline, into `report`; the errors."""
+    errors = []
+    left = max(deadline.left(), 0.1)  # 0 would mean librdkafka's default
+    futures = admin.create_topics(missing, request_timeout=left, operation_timeout=left) if missing else {}
+    for name, future in futures.items():
         try:
-            future.result()
-            created.append(name)
+            future.result(timeout=deadline.left())
+            report.created.append(name)
+        except FutureTimeout:
+            report.unreachable = True
+            errors.append(f"cannot create topic {name}{who}: {no_answer(kafka, deadline.seconds)}")
         except Exception as e:
             if "TOPIC_ALREADY_EXISTS" in str(e):
                 continue
             errors.append(f"cannot create topic {name}{who}: {e}")
-    return created, errors
+    return errors
 
 
-def _ensure(admin: AdminClient, kafka: KafkaSpec, replication: int, timeout: float,
+def _ensure(admin: AdminClient, kafka: KafkaSpec, replication: int, deadline: Deadline,
             models: Route | None) -> TopicsReport:
-    try:
-        meta = admin.list_topics(timeout=timeout)
-    except Exception as e:  # KafkaException: broker unreachable, auth failure
-        return TopicsReport(error=f"cannot list topics on {kafka.bootstrap_servers}: {e}")
+    meta = _list(admin, kafka, deadline)
+    if isinstance(meta, TopicsReport):
+        return meta
     existing = meta.topics
     report = TopicsReport(data_topic_exists=kafka.data_topic in existing)
     # Output and dead-letter topics get the data topic's partition count, so a key keeps its
@@ -114,10 +153,8 @@ def _ensure(admin: AdminClient, kafka: KafkaSpec, replication: int, timeout: flo
         # Not compacted: Kafka refuses a message without a key on a compacted topic.
         wanted[keyless.topic] = NewTopic(keyless.topic, 1, replication, config=keyless_topic_config(keyless))
         if keyless.topic in existing:
-            errors += _check_keyless(admin, keyless, timeout)
-    created, failed = _create(admin, [t for name, t in wanted.items() if name not in existing], timeout)
-    report.created += created
-    errors += failed
+            errors += _check_keyless(admin, keyless, deadline)
+    errors += _create(admin, kafka, [t for name, t in wanted.items() if name not in existing], deadline, report)
     if errors:
         report.error = "; ".join(errors)
     return report
@@ -128,7 +165,7 @@ def keyless_topic_config(keyless: KeylessModels) -> dict[str, str]:
     return {"cleanup.policy": "delete", "retention.ms": str(keyless.retention_hours * 3_600_000)}
 
 
-def _check_keyless(admin: AdminClient, keyless: KeylessModels, timeout: float) -> list[str]:
+def _check_keyless(admin: AdminClient, keyless: KeylessModels, deadline: Deadline) -> list[str]:
     """What is wrong with an existing keyless models topic: compacted (it refuses what it is for)
     or keeping messages for another time than spec.kafka.keylessModels says. Reported, not
     changed: the topic may be someone else's to configure."""
@@ -137,8 +174,8 @@ def _check_keyless(admin: AdminClient, keyless: KeylessModels, timeout: float) -
     name = keyless.topic
     try:
         (future,) = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, name)],
-                                          request_timeout=timeout).values()
-        config = {k: v.value for k, v in future.result().items()}
+                                          request_timeout=deadline.left()).values()
+        config = {k: v.value for k, v in future.result(timeout=deadline.left()).items()}
     except Exception as e:  # KafkaException: no DescribeConfigs right, broker gone
         return [f"cannot check keylessModels.topic {name!r}: {e}"]
     want = keyless_topic_config(keyless)

@@ -3,7 +3,7 @@
 PMML4S is a Scala library; scoring it from Python one record at a time over Py4J runs at a few
 hundred records per second. The scorer is a small Java UDF, a Maven module (``jvm/pom.xml``)
 built against Spark and the PMML4S of the ``pypmml`` wheel, both ``provided`` (Scala 2.13, like
-Spark 4). ``scorestream build-jvm`` (run by ``make setup`` and the image's build stage) builds it
+Spark 4). ``python -m scorestream.runtime.jvm`` (run by ``make setup`` and the image's build stage) builds it
 with Maven; the job only looks the jar up, by a digest of the module, and never compiles.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 MODULE = Path(__file__).parent / "jvm"
 POM = MODULE / "pom.xml"
-BUILD_COMMAND = "scorestream build-jvm"
+BUILD_COMMAND = "python -m scorestream.runtime.jvm"
 # pypmml ships the Scala library and commons jars too; Spark has newer ones of its own.
 PMML4S_JARS = ("pmml4s_2.13-", "spray-json_2.13-")
 
@@ -120,3 +120,21 @@ def kafka_connector_jars() -> list[Path]:
 def spark_jars() -> list[Path]:
     """Everything to put on ``spark.jars``: the scorer, PMML4S and Spark's Kafka connector."""
     return [scorer_jar(), *pmml4s_jars(), *kafka_connector_jars()]
+
+
+def main() -> int:
+    """A developer's command (make setup, the image's build stage): build the jar, into
+    $SCORESTREAM_JVM_DIR when set, and print where it is."""
+    import sys
+
+    into = os.environ.get("SCORESTREAM_JVM_DIR")
+    try:
+        print(build(Path(into) if into else None))
+    except JvmError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -106,6 +106,9 @@ ABORT_ANNOTATION = f"{GROUP}/abort"
 ROLLBACK_ANNOTATION = f"{GROUP}/rollback-to"
 CONTROL_ANNOTATIONS = {"promote": PROMOTE_ANNOTATION, "abort": ABORT_ANNOTATION, "rollbackTo": ROLLBACK_ANNOTATION}
 
+# The Lease the operator's replicas elect their leader with, in the operator's namespace.
+OPERATOR_LEASE = "scorestream-operator"
+
 # -- ports ---------------------------------------------------------------------------------------
 
 # The job's control port (every endpoint; POST /executors with the token): the operator's.

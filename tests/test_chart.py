@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 import kubernetes_validate
-import openapi_schema_validator
 import pytest
 import requests
 import yaml
 
+from scorestream import naming
 from scorestream.tools.local.broker import free_port
 from scorestream.operator import crd as crd_module
 from scorestream.operator import desired
@@ -60,22 +60,15 @@ def test_lint_is_clean(helm):
 
 def test_the_chart_ships_the_generated_crd():
     assert (CHART / "crds" / "modelserving.yaml").read_text() == crd_module.render(), \
-        "charts/scorestream/crds/modelserving.yaml differs from `scorestream crd`: copy crds/modelserving.yaml"
-
-
-def _peering_schema(kind):
-    crds = list(yaml.safe_load_all((CHART / "crds" / "kopf-peering.yaml").read_text()))
-    crd = next(c for c in crds if c["spec"]["names"]["kind"] == kind)
-    return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        "charts/scorestream/crds/modelserving.yaml is stale: run `python -m scorestream.operator.crd --write`"
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_every_mode_renders_valid_objects(helm, mode):
     objs = render(helm, *MODES[mode])
     for o in objs:
-        if o["apiVersion"].startswith("kopf.dev/"):
-            openapi_schema_validator.validate(o, _peering_schema(o["kind"]))
-        elif o["kind"] == "ServiceMonitor":  # the Prometheus Operator's kind: no schema here
+        assert not o["apiVersion"].startswith("kopf.dev/"), "kopf's peering is not used: a Lease elects the leader"
+        if o["kind"] == "ServiceMonitor":  # the Prometheus Operator's kind: no schema here
             assert o["spec"]["endpoints"][0]["port"] == "metrics"
         else:
             kubernetes_validate.validate(o, K8S_VERSION, strict=True)
@@ -86,7 +79,9 @@ def test_every_mode_renders_valid_objects(helm, mode):
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     # The operator reads the same typed configuration the chart renders.
     config = OperatorConfig.model_validate(yaml.safe_load(by_kind(objs, "ConfigMap")[0]["data"]["operator.yaml"]))
-    roles, cluster_roles = by_kind(objs, "Role"), by_kind(objs, "ClusterRole")
+    lease_roles = [r for r in by_kind(objs, "Role") if r["metadata"]["name"].endswith("-leader-election")]
+    roles = [r for r in by_kind(objs, "Role") if r not in lease_roles]
+    cluster_roles = by_kind(objs, "ClusterRole")
     assert desired.owner_reference({"name": "wine", "uid": "u"})["blockOwnerDeletion"]
     for role in roles + cluster_roles:
         assert BLOCK_OWNER_DELETION <= granted(role["rules"]), f"{role['metadata']}: children would be refused"
@@ -96,12 +91,17 @@ def test_every_mode_renders_valid_objects(helm, mode):
         assert not cluster_roles and not by_kind(objs, "ClusterRoleBinding")
         assert sorted(r["metadata"]["namespace"] for r in roles) == sorted(config.namespaces)
         assert config.namespaces == (["ml", "analytics"] if mode == "namespaced" else ["operators"])
-    peerings = [o for o in objs if o["kind"] in ("KopfPeering", "ClusterKopfPeering")]
     if mode.startswith("ha"):
-        assert config.peering == "scorestream" and deployment["spec"]["replicas"] > 1
-        assert peerings and all(p["metadata"]["name"] == "scorestream" for p in peerings)
+        assert config.leader_election is not None and deployment["spec"]["replicas"] > 1
+        assert config.leader_election.lease_name == naming.OPERATOR_LEASE
+        # The Lease's rights in the release namespace only; get and update of that one Lease.
+        (lease_role,) = lease_roles
+        assert lease_role["metadata"]["namespace"] == "operators"
+        assert granted(lease_role["rules"]) == {(v, "coordination.k8s.io", "leases") for v in ("create", "get", "update")}
+        assert all(r.get("resourceNames") == [naming.OPERATOR_LEASE] for r in lease_role["rules"] if "create" not in r["verbs"])
+        assert {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}} in container["env"]
     else:
-        assert config.peering is None and not peerings
+        assert config.leader_election is None and not lease_roles
 
 
 def test_runtime_image_allow_list_and_api_server_cidrs_reach_the_operators_config(helm):
@@ -325,8 +325,15 @@ def calls_of(kube, subject):
     return calls, refused
 
 
+# Rights granted on one object by name (resourceNames): asked about that object.
+BY_NAME = {("get", "coordination.k8s.io", "leases"): naming.OPERATOR_LEASE,
+           ("update", "coordination.k8s.io", "leases"): naming.OPERATOR_LEASE}
+
+
 def can_i(kube, installation, verb, group, resource, namespace):
-    res = tool("kubectl", kube, "auth", "can-i", verb, f"{resource.split('/')[0]}{'.' + group if group else ''}",
+    name = BY_NAME.get((verb, group, resource))
+    res = tool("kubectl", kube, "auth", "can-i", verb,
+               f"{resource.split('/')[0]}{'.' + group if group else ''}" + (f"/{name}" if name else ""),
                *([f"--subresource={resource.split('/')[1]}"] if "/" in resource else []),
                f"--as={installation.subject}", "-n", namespace, check=False)
     return res.stdout.strip() == "yes"
@@ -350,7 +357,7 @@ async def test_rbac_allows_every_call_the_operator_makes_and_nothing_it_does_not
         config = config.model_copy(update={"observe_interval": 0.5, "endpoint_template": "http://127.0.0.1:9",
                                            "metrics_port": free_port()})
         # Everything the operator does in a resource's life: a Secret for Kafka, a model to publish,
-        # an update, a child deleted by someone else, status, events, peering.
+        # an update, a child deleted by someone else, status, events, the leader election's Lease.
         api.create("v1/secrets", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kafka-client"},
                                   "data": {"client.properties": base64.b64encode(b"client.id=scorestream-audit\n").decode()}})
         from scorestream.tools.local.broker import create_topics

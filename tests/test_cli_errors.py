@@ -149,3 +149,20 @@ def test_versions():
     for command in (["scorestream", "--version"], ["kubectl-scorestream", "version"]):
         done = subprocess.run([str(BIN / command[0]), *command[1:]], capture_output=True, text=True, timeout=60)
         assert done.returncode == 0 and done.stdout.startswith(f"{command[0]} 0."), done
+
+
+def test_developer_commands_are_not_the_users():
+    """build-jvm and crd --write are a developer's (python -m scorestream.runtime.jvm,
+    python -m scorestream.operator.crd --write); `scorestream crd` still prints the CRD."""
+    helped = subprocess.run([str(BIN / "scorestream"), "--help"], capture_output=True, text=True, timeout=60).stdout
+    assert "build-jvm" not in helped and "crd" in helped
+    for args in (["build-jvm"], ["crd", "--write"]):
+        done = subprocess.run([str(BIN / "scorestream"), *args], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done
+    printed = subprocess.run([str(BIN / "scorestream"), "crd"], capture_output=True, text=True, timeout=60)
+    from scorestream.operator import crd
+
+    assert printed.returncode == 0 and printed.stdout == crd.render()
+    written = subprocess.run([sys.executable, "-m", "scorestream.operator.crd"], capture_output=True, text=True,
+                             timeout=60)
+    assert written.returncode == 0 and written.stdout == crd.render()

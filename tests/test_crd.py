@@ -22,7 +22,7 @@ EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / 
 
 def test_checked_in_crd_matches_the_spec_types():
     assert crd.CRD_PATH.read_text() == crd.render(), \
-        "crds/modelserving.yaml is stale: run `scorestream crd --write`"
+        "crds/modelserving.yaml is stale: run `python -m scorestream.operator.crd --write` (or make generate)"
 
 
 def _properties(schema, where=""):

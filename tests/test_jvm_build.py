@@ -64,7 +64,7 @@ def test_a_missing_jar_is_an_error_naming_the_command_that_builds_it(monkeypatch
     monkeypatch.setenv("SCORESTREAM_JVM_DIR", str(tmp_path))
     monkeypatch.setattr(jvm, "MODULE", tmp_path / "module")  # its target/ holds no jar either
     monkeypatch.setattr(jvm, "jar_name", lambda: "scorestream-jvm-0123456789ab.jar")
-    with pytest.raises(jvm.JvmError, match="run `scorestream build-jvm`"):
+    with pytest.raises(jvm.JvmError, match="run `python -m scorestream.runtime.jvm`"):
         jvm.scorer_jar()
 
 

@@ -5,12 +5,16 @@ stand-in for the job's HTTP endpoint (the real job is exercised by the runtime t
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
+import yaml
 
+from scorestream import naming
+from scorestream.operator.settings import OperatorConfig
 from scorestream.tools.local.broker import create_topics
 
-from harness.operator import (CLUSTER, MS, ApiError, Operator, apply, condition, driver_pod, events, helm_install, obj,
+from harness.operator import (MS, ApiError, Operator, apply, condition, driver_pod, events, helm_install, obj,
                               operator_config, resource, tool, until)
 
 pytestmark = pytest.mark.broker
@@ -196,34 +200,66 @@ async def test_watches_only_the_namespaces_it_is_given(api, job, broker, topics)
         await op.stop()
 
 
-async def test_ha_one_replica_serves_and_a_standby_takes_over(api, job, broker, topics, tmp_path):
-    """The chart's HA install (two replicas, kopf peering): replicas of distinct priority, with the
-    release's ServiceAccount; the highest serves, the other pauses, and resumes when the active
-    one stops."""
+def lease(api) -> dict:
+    return (obj(api, "coordination.k8s.io/v1/leases", naming.OPERATOR_LEASE) or {}).get("spec") or {}
+
+
+async def test_ha_one_replica_leads_through_a_lease_and_a_follower_takes_over(api, job, broker, topics, tmp_path):
+    """The chart's HA install (two replicas: leader election through a Lease in the release
+    namespace), each replica with the release's ServiceAccount: one leads and reconciles, the other
+    waits without reconciling; the leader killed (SIGKILL: it releases nothing), the follower takes
+    the Lease over within its duration and reconciles a change; stopped gracefully, it releases it."""
     create_topics(broker.bootstrap, {topics["dataTopic"]: 1})
     release = f"ha-{api.ns}"
     ha = helm_install(api.cluster, tmp_path, release, api.ns, "--set", "replicaCount=2",
                       "--set", "watch.allNamespaces=true")
-    (peering,) = [p["metadata"]["name"] for p in api.request(
-        "GET", f"/apis/kopf.dev/v1/clusterkopfpeerings?labelSelector=app.kubernetes.io/instance={release}")["items"]]
-    config = dict(peering=peering, observeInterval=0.5, endpointTemplate=job.url)
-    standby = Operator(api, operator_config(priority=100, **config), kubeconfig=ha.kubeconfig)
-    active = Operator(api, operator_config(priority=200, **config), kubeconfig=ha.kubeconfig)
-    await standby.start()
-    await active.start()
+    raw = api.request("GET", f"/api/v1/namespaces/{api.ns}/configmaps?labelSelector=app.kubernetes.io/instance={release}")
+    chart = OperatorConfig.model_validate(yaml.safe_load(raw["items"][0]["data"]["operator.yaml"]))
+    assert chart.leader_election is not None and chart.operator_namespace == api.ns
+    # The chart's election, with shorter times (client-go's 15/10/2 s would make this test slow).
+    election = {"leaseName": chart.leader_election.lease_name, "leaseDuration": 4, "renewDeadline": 3,
+                "retryPeriod": 0.5}
+    config = operator_config(observeInterval=0.5, endpointTemplate=job.url, leaderElection=election,
+                             operatorNamespace=api.ns)
+    first = Operator(api, config, kubeconfig=ha.kubeconfig)
+    await first.start()
+    await until(lambda: "leading: holding Lease" in first.log, what="the first replica leads")
+    second = Operator(api, config, kubeconfig=ha.kubeconfig)
+    await second.start()
     try:
-        await until(lambda: "Pausing operations in favour of" in standby.log, what="standby pauses")
-        peers = obj(api, "kopf.dev/v1/clusterkopfpeerings", peering, namespace=CLUSTER)["status"]
-        assert sorted(p["priority"] for p in peers.values()) == [100, 200]
+        await until(lambda: "following: Lease" in second.log, what="the second replica follows")
+        leader_id = lease(api)["holderIdentity"]
+        assert f"as {leader_id}" in first.log
         await apply(api, resource(topics, broker))
-        await until(lambda: obj(api, "v1/configmaps", "wine-job"), what="reconciled")
-        await active.stop()
-        await until(lambda: "Resuming operations after the pause" in standby.log, what="standby resumes")
+        await until(lambda: obj(api, "v1/configmaps", "wine-job"), what="reconciled by the leader")
+        assert "Handler 'apply" not in second.log, "the follower reconciled"
+
+        await first.kill()
+        killed = time.monotonic()
+        await until(lambda: "leading: holding Lease" in second.log, timeout=20, what="the follower takes over")
+        took = time.monotonic() - killed
+        print(f"\nthe follower led {took:.1f} s after the leader's SIGKILL (leaseDuration 4 s, retryPeriod 0.5 s)")
+        assert took < 4 + 2 * 0.5 + 1.5
+        assert lease(api)["holderIdentity"] not in ("", leader_id)
+        assert lease(api)["leaseTransitions"] == 1
         await apply(api, resource(topics, broker, replicas=4))
         await until(lambda: '"spark.executor.instances": "4"' in obj(api, "v1/configmaps", "wine-job")["data"]["job.json"],
-                    what="the standby reconciles")
+                    what="the new leader reconciles")
+        await second.stop()
+        assert lease(api)["holderIdentity"] == "", "a leader stopping gracefully releases its Lease"
+
+        # A leader that finds the Lease another's (it was cut off, and a follower took over) stops
+        # at once, so its pod restarts as a follower.
+        third = Operator(api, config, kubeconfig=ha.kubeconfig)
+        await third.start()
+        await until(lambda: "leading: holding Lease" in third.log, what="the third replica leads")
+        current = obj(api, "coordination.k8s.io/v1/leases", naming.OPERATOR_LEASE)
+        api.request("PUT", api.path("coordination.k8s.io/v1/leases", naming.OPERATOR_LEASE),
+                    {**current, "spec": {**current["spec"], "holderIdentity": "another-replica"}})
+        await until(lambda: not third.running, timeout=10, what="the deposed leader exits")
+        assert third.proc.returncode == 1 and "lost Lease" in third.log
     finally:
-        for op in (active, standby):
+        for op in (first, second, *([third] if "third" in locals() else [])):
             await op.stop()
         tool("helm", api.cluster, "uninstall", release, "-n", api.ns, "--wait")
 

@@ -118,7 +118,7 @@ async def test_each_reconcile_starts_from_the_status_the_one_before_wrote(runs):
 
 
 async def test_a_status_write_refused_as_stale_is_decided_again_from_the_newer_status(monkeypatch):
-    """Another writer (a second operator during a peering hand-over) writes between this
+    """Another writer (a second operator during a leader hand-over) writes between this
     reconcile's read and its write: the write is refused (409), and the reconcile reads again and
     computes from the newer status instead of writing over it."""
     server = Server("a", status={"phase": "Pending"})

@@ -26,3 +26,10 @@ def test_reason_is_ready_s_while_not_ready_and_empty_when_serving():
     assert (serving["phase"], serving["reason"]) == ("Running", "")
     crashing = computed(PMML, driver=status.DriverState(exists=True, restarts=5, waiting_reason="CrashLoopBackOff"))
     assert (crashing["status"]["phase"], crashing["status"]["reason"]) == ("Degraded", "CrashLoopBackOff")
+
+
+def test_brokers_that_do_not_answer_are_degraded_kafka_unreachable():
+    st = computed(PMML, topics_error="Kafka at kafka:9092 did not answer within 3 s", kafka_unreachable=True)["status"]
+    assert (st["phase"], st["reason"]) == ("Degraded", "KafkaUnreachable")
+    degraded = next(c for c in st["conditions"] if c["type"] == "Degraded")
+    assert degraded["status"] == "True" and "did not answer within 3 s" in degraded["message"]

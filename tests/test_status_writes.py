@@ -1,6 +1,6 @@
 """Status writes against the real API server: each carries the resourceVersion its reconcile read,
 so a write computed from a status that changed since is refused (409) and decided again from the
-newer one, whoever wrote that (a second operator during a peering hand-over, a handler's turn).
+newer one, whoever wrote that (a second operator during a leader hand-over, a handler's turn).
 
 The reconciles run in this process, as two operators would (each its own client with the chart's
 ServiceAccount token, its own per-resource lock); the interleaving that loses a write is caused

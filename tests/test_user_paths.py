@@ -29,7 +29,7 @@ RELEASE_KINDS = [
     "/apis/apps/v1/deployments", "/api/v1/serviceaccounts", "/api/v1/configmaps", "/api/v1/services",
     "/apis/rbac.authorization.k8s.io/v1/roles", "/apis/rbac.authorization.k8s.io/v1/rolebindings",
     "/apis/rbac.authorization.k8s.io/v1/clusterroles", "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-    "/apis/kopf.dev/v1/clusterkopfpeerings", "/apis/kopf.dev/v1/kopfpeerings", "/api/v1/pods",
+    "/api/v1/pods",
 ]
 
 

@@ -26,14 +26,10 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--config", required=True, metavar="FILE",
                      help="the job's configuration (JobConfig as JSON), as the operator renders it")
 
-    sub.add_parser("build-jvm", help="build the JVM scorer with Maven and run its JUnit tests (needs a JDK 17+ and "
-                   "mvn); into $SCORESTREAM_JVM_DIR when set")
-
     from scorestream.runtime import verification
     verification.add_arguments(sub.add_parser("verify", help=verification.HELP))
 
-    crd = sub.add_parser("crd", help="print the ModelServing CRD generated from the spec types")
-    crd.add_argument("--write", action="store_true", help="write crds/modelserving.yaml instead of printing")
+    sub.add_parser("crd", help="print the ModelServing CRD (to apply or upgrade it without the chart)")
 
     render = sub.add_parser("render", help="print the objects the operator would create for a ModelServing")
     render.add_argument("-f", "--filename", required=True, help="a ModelServing manifest (YAML; - for stdin)")
@@ -46,11 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     op.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
     op.add_argument("-n", "--namespace", action="append", default=[], help="a namespace to watch (repeatable)")
     op.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace")
-    op.add_argument("--peering", default=None, help="kopf peering name: run several replicas, one active")
-    op.add_argument("--priority", type=int, default=None,
-                    help="peering priority (the highest serves); default: random, distinct per replica")
+    op.add_argument("--leader-elect", action="store_true",
+                    help="run several replicas, one active: elect it through a Lease (leaderElection's defaults)")
     op.add_argument("--observe-interval", type=float, default=None, help="seconds between observations (10)")
-    op.add_argument("-v", "--verbose", action="store_true", help="log kopf's INFO messages too (peering, handlers)")
+    op.add_argument("-v", "--verbose", action="store_true", help="log kopf's INFO messages too (handlers)")
     op.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default=None,
                     help="the least severe messages logged (default: info)")
 
@@ -120,24 +115,10 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         from scorestream.runtime import verification
 
         return verification.cli(args)
-    if args.command == "build-jvm":
-        from scorestream.runtime import jvm
-
-        into = os.environ.get("SCORESTREAM_JVM_DIR")
-        try:
-            print(jvm.build(Path(into) if into else None))
-        except jvm.JvmError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 1
-        return 0
     if args.command == "crd":
         from scorestream.operator import crd as crd_module
 
-        if args.write:
-            crd_module.CRD_PATH.write_text(crd_module.render())
-            print(crd_module.CRD_PATH)
-        else:
-            sys.stdout.write(crd_module.render())
+        sys.stdout.write(crd_module.render())
         return 0
     if args.command == "render":
         return _render(args.filename, args.runtime_image)
@@ -155,7 +136,7 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                                  " (namespaces, observeInterval...), not " + _shape(docs))
             raw = docs[0]
         flags = {"namespaces": args.namespace or None, "allNamespaces": args.all_namespaces or None,
-                 "peering": args.peering, "priority": args.priority, "observeInterval": args.observe_interval,
+                 "leaderElection": (raw.get("leaderElection") or {}) if args.leader_elect else None, "observeInterval": args.observe_interval,
                  "metricsPort": args.metrics_port}
         raw.update({k: v for k, v in flags.items() if v is not None})
         if not raw.get("namespaces") and not raw.get("allNamespaces"):

@@ -87,6 +87,11 @@ class OwnHost:
             self.remove()
             raise Unavailable(f"the forwarder in {self.name} did not start")
 
+    def unanswering(self) -> None:
+        """Nothing sent to `address` is answered, not even refused: the namespace's replies go to
+        a blackhole route (as a host behind a firewall that drops packets). Gone with the namespace."""
+        _ip("netns", "exec", self.name, "ip", "route", "add", "blackhole", f"{self.ours}/32")
+
     def remove(self) -> None:
         if self.forwarder is not None and self.forwarder.poll() is None:
             self.forwarder.kill()

@@ -42,9 +42,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- toJson $ns -}}
 {{- end -}}
 
-{{- define "scorestream.peering" -}}
-{{- if or .Values.peering.enabled (gt (int .Values.replicaCount) 1) -}}
-{{- .Values.peering.name -}}
+{{/* scorestream/naming.py OPERATOR_LEASE (tests/test_chart.py checks they agree). */}}
+{{- define "scorestream.leaseName" -}}scorestream-operator{{- end -}}
+
+{{- define "scorestream.leaderElection" -}}
+{{- if or .Values.leaderElection.enabled (gt (int .Values.replicaCount) 1) -}}
+true
 {{- end -}}
 {{- end -}}
 
@@ -99,8 +102,3 @@ authorizes as `create` too where the object does not exist yet.
   verbs: ["get", "create", "patch"]
 {{- end -}}
 
-{{- define "scorestream.peeringRules" -}}
-- apiGroups: ["kopf.dev"]
-  resources: [{{ if .Values.watch.allNamespaces }}"clusterkopfpeerings"{{ else }}"kopfpeerings"{{ end }}]
-  verbs: ["list", "watch", "patch"]
-{{- end -}}
