@@ -232,6 +232,12 @@ class AnalysisSpec(Strict):
     max_latency_ratio: float = Field(2.0, alias="maxLatencyRatio", gt=0.0)
     """The largest ratio of the candidate's mean scoring time to the serving model's before it
     is rolled back."""
+    max_drift: float | None = Field(None, alias="maxDrift", gt=0.0)
+    """The largest population stability index of the candidate's predictions against its
+    baseline (what it predicted for spec.model.verification's records) before it is rolled back;
+    by the usual reading below 0.1 is stable and above 0.25 shifted. Unset: drift is not judged.
+    Judged once minRecords are scored; a candidate without a verification sample has no baseline
+    and is never judged on drift."""
 
 
 class CanarySpec(AnalysisSpec):
@@ -503,6 +509,9 @@ class VersionFigures(Strict):
     """Records it failed to score."""
     mean_ms: float | None = Field(None, alias="meanMs")
     """Its mean scoring time per record, in milliseconds."""
+    prediction_drift: float | None = Field(None, alias="predictionDrift")
+    """The population stability index of its predictions against its baseline (what it
+    predicted for its verification sample); unset: it has no baseline."""
 
 
 class RolloutStatus(Strict):

@@ -165,7 +165,9 @@ class ServingJob:
             loader = ModelLoader(self.config, self.spark.sparkContext.addFile, self._describe_pmml,
                                  verification.worker_admission(self.spark, self.scorer.result_ddl, self.executors.running,
                                                                self.scorer.python_workers),
-                                 self.spark.sparkContext._jvm.dev.scorestream.jvm.Verifier.run)
+                                 self.spark.sparkContext._jvm.dev.scorestream.jvm.Verifier.run,
+                                 drift_baseline=self.scorer.drift_baseline)
+            self.stats.drift = self.scorer.drift
             self.follower = ModelsFollower(self.config, loader, self.registry, self.run_id)
             self.follower.restore(self.config.restore_timeout_seconds)
             self.follower.start()
