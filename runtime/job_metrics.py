@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 
 from scorestream import monitoring as m
 from scorestream.api.job_http import ModelFigures, Readiness
+from scorestream.runtime import jvm_metrics
 from scorestream.runtime.stats import ServingStats, StatsCollector
 
 
@@ -42,6 +43,8 @@ class JobCollector(Collector):
         for family in self.inner.collect():
             yield _labelled(family, self.const)
         for family in self._own():
+            yield _labelled(family, self.const)
+        for family in jvm_metrics.families(self.stats.jvm() if self.stats.jvm is not None else None):
             yield _labelled(family, self.const)
 
     def _own(self):

@@ -10,7 +10,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
@@ -20,6 +20,9 @@ from scorestream.api.job_http import (CandidateFigures, Comparison, Duration, Mo
                                        Totals)
 from scorestream.api.scoring import LATENCY_BUCKETS, BatchCounts, ShadowCounts
 from scorestream.runtime.models import Candidate, LoadedModel, ModelRegistry, Snapshot
+
+if TYPE_CHECKING:
+    from scorestream.runtime.jvm_metrics import JvmSnapshot
 
 
 @dataclass
@@ -97,6 +100,8 @@ class ServingStats:
     # Per route (name:version), each model's inputs and predictions against its baseline, as the
     # JVM counts them (pipeline.BatchScorer.drift); None: not counted (no JVM, as in unit tests).
     drift: Callable[[], dict[str, ModelDrift]] | None = None
+    # The driver's and executors' JVMs for /metrics (jvm_metrics.snapshot_of); None: before Spark.
+    jvm: Callable[[], "JvmSnapshot"] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add_batch(self, counts: BatchCounts, tables: Sequence[Snapshot], seconds: float = 0.0) -> None:

@@ -65,6 +65,19 @@ PREDICTION_DRIFT_KS = Family("scorestream_prediction_drift_ks", "gauge", "job", 
 FEATURE_DRIFT_PSI = Family("scorestream_feature_drift_psi", "gauge", "job", MODEL + ("feature",))
 FEATURE_DRIFT_KS = Family("scorestream_feature_drift_ks", "gauge", "job", MODEL + ("feature",))
 DRIFT_RECORDS = Family("scorestream_drift_records_total", "counter", "job", MODEL)
+# The driver's JVM, and each executor's as Spark's status store has it (runtime/jvm_metrics.py).
+JVM_MEMORY_USED = Family("scorestream_jvm_memory_used_bytes", "gauge", "job", ("area",))
+JVM_MEMORY_COMMITTED = Family("scorestream_jvm_memory_committed_bytes", "gauge", "job", ("area",))
+JVM_MEMORY_MAX = Family("scorestream_jvm_memory_max_bytes", "gauge", "job", ("area",))
+JVM_GC_COLLECTIONS = Family("scorestream_jvm_gc_collections_total", "counter", "job", ("gc",))
+JVM_GC_SECONDS = Family("scorestream_jvm_gc_collection_seconds_total", "counter", "job", ("gc",))
+JVM_THREADS = Family("scorestream_jvm_threads", "gauge", "job", ("state",))
+EXECUTOR_STORAGE_USED = Family("scorestream_executor_storage_memory_used_bytes", "gauge", "job", ("executor_id",))
+EXECUTOR_STORAGE_MAX = Family("scorestream_executor_storage_memory_max_bytes", "gauge", "job", ("executor_id",))
+EXECUTOR_PEAK_HEAP = Family("scorestream_executor_jvm_heap_peak_bytes", "gauge", "job", ("executor_id",))
+EXECUTOR_GC_SECONDS = Family("scorestream_executor_gc_seconds_total", "counter", "job", ("executor_id",))
+EXECUTOR_TASKS = Family("scorestream_executor_tasks_total", "counter", "job", ("executor_id", "outcome"))
+EXECUTOR_ACTIVE_TASKS = Family("scorestream_executor_active_tasks", "gauge", "job", ("executor_id",))
 
 # The operator's /metrics (operator/metrics.py).
 CONDITION = Family("scorestream_modelserving_condition", "gauge", "operator", ("type", "status", "reason"))
@@ -179,6 +192,33 @@ DASHBOARD: tuple[Panel, ...] = (
     Panel("Executors", (
         Query(f"sum by ({_by()}) ({EXECUTORS.name}{{{SEL}}})", "{{namespace}}/{{name}} running"),
         Query(f"sum by ({_by()}) ({EXECUTOR_TARGET.name}{{{SEL}}})", "{{namespace}}/{{name}} target"),
+    )),
+    Panel("Driver JVM", (
+        Query(f"sum by ({_by('area')}) ({JVM_MEMORY_USED.name}{{{SEL}}})", "{{name}} {{area}} used"),
+        Query(f"sum by ({_by('area')}) ({JVM_MEMORY_COMMITTED.name}{{{SEL}}})", "{{name}} {{area}} committed"),
+        Query(f"sum by ({_by('area')}) ({JVM_MEMORY_MAX.name}{{{SEL}}})", "{{name}} {{area}} max"),
+    ), unit="bytes", description="The driver's heap and non-heap memory."),
+    Panel("Driver JVM: garbage collection and threads", (
+        Query(f"sum by ({_by('gc')}) (rate({JVM_GC_SECONDS.name}{{{SEL}}}[{RATE}]))", "{{name}} {{gc}} GC s/s"),
+        Query(f"sum by ({_by('gc')}) (rate({JVM_GC_COLLECTIONS.name}{{{SEL}}}[{RATE}]))",
+              "{{name}} {{gc}} collections/s"),
+        Query(f"max by ({_by('state')}) ({JVM_THREADS.name}{{{SEL}}})", "{{name}} threads {{state}}"),
+    )),
+    Panel("Executor JVMs", (
+        Query(f"max by ({_by('executor_id')}) ({EXECUTOR_PEAK_HEAP.name}{{{SEL}}})", "{{name}} {{executor_id}} peak heap"),
+        Query(f"max by ({_by('executor_id')}) ({EXECUTOR_STORAGE_USED.name}{{{SEL}}})",
+              "{{name}} {{executor_id}} storage used"),
+        Query(f"max by ({_by('executor_id')}) ({EXECUTOR_STORAGE_MAX.name}{{{SEL}}})",
+              "{{name}} {{executor_id}} storage"),
+    ), unit="bytes", description="Per executor, from Spark's status store (the executors' heartbeats); in local "
+                                 "mode the driver is the one executor."),
+    Panel("Executor tasks and garbage collection", (
+        Query(f"sum by ({_by('executor_id', 'outcome')}) (rate({EXECUTOR_TASKS.name}{{{SEL}}}[{RATE}]))",
+              "{{name}} {{executor_id}} {{outcome}} tasks/s"),
+        Query(f"max by ({_by('executor_id')}) ({EXECUTOR_ACTIVE_TASKS.name}{{{SEL}}})",
+              "{{name}} {{executor_id}} running tasks"),
+        Query(f"sum by ({_by('executor_id')}) (rate({EXECUTOR_GC_SECONDS.name}{{{SEL}}}[{RATE}]))",
+              "{{name}} {{executor_id}} GC s/s"),
     )),
     Panel("Job ready", (
         Query(f"max by ({_by()}) ({JOB_READY.name}{{{SEL}}})", "{{namespace}}/{{name}}"),
