@@ -114,6 +114,7 @@ OPERATOR_SPARK_CONF = KeyRule(
         "spark.executor.instances", "spark.executor.memory",
         "spark.driver.extraClassPath", "spark.executor.extraClassPath",
         "spark.redaction.regex",
+        "spark.ui.enabled", "spark.ui.port",
         "spark.kubernetes.namespace", "spark.kubernetes.context", "spark.kubernetes.driver.master",
         "spark.kubernetes.driver.pod.name", "spark.kubernetes.executor.podNamePrefix",
         "spark.kubernetes.container.image", "spark.kubernetes.container.image.pullPolicy",
@@ -314,6 +315,16 @@ class Resources(Strict):
     """Memory request and limit (a Kubernetes quantity, e.g. 2Gi)."""
 
 
+class SparkUISpec(Strict):
+    enabled: bool = False
+    """Spark's web UI on the driver (jobs, stages, streaming query progress, executors, and Spark's
+    own Prometheus endpoints /metrics/prometheus and /metrics/executors/prometheus), on the
+    driver Service's port spark-ui; `kubectl scorestream ui NAME` port-forwards to it. Off by
+    default: the UI keeps every recent batch's plans and stages in the driver's memory, and it
+    has no authentication (the NetworkPolicy admits no one to it; a port-forward goes through
+    the API server)."""
+
+
 class SparkSpec(SparkTrigger):
     conf: dict[str, str] = Field(default_factory=dict, max_length=MAX_SETTINGS, json_schema_extra={
         "x-kubernetes-validations": [OPERATOR_SPARK_CONF.validation()]})
@@ -338,6 +349,8 @@ class SparkSpec(SparkTrigger):
     """The driver pod's resources."""
     executor: Resources = Field(default_factory=Resources)
     """Each executor pod's resources."""
+    ui: SparkUISpec = Field(default_factory=SparkUISpec)
+    """Spark's web UI (off by default)."""
 
 
 class PodTemplateMetadata(Strict):

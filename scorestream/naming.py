@@ -70,3 +70,9 @@ def parse_model_key(key: str) -> ModelKey:
         return ModelKey(None, None, parts[0], candidate)
     # Neither shape (a '/' too many or too few): nobody's address; the role part is kept whole.
     return ModelKey("", "", key, False)
+
+
+# Spark's web UI on the driver, where spec.spark.ui.enabled: its port in the driver container and
+# in the driver's Service, by this name (what `kubectl scorestream ui` port-forwards to).
+SPARK_UI_PORT = 4040
+SPARK_UI_PORT_NAME = "spark-ui"
