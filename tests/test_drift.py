@@ -20,7 +20,7 @@ import pytest
 from scorestream.demo import feed, models
 
 from operator_harness import Operated, api, apply, condition, events, until  # noqa: F401
-from test_rollout import model_dirs, rolled_out, trial, tree_serving
+from test_rollout import model, rolled_out, trial, tree_serving
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -51,10 +51,6 @@ def artifacts(tmp_path_factory):
             lines.write_text("".join(feed.wine_json(r).decode() + "\n" for r in sample))
             out[name]["verification"] = {"uri": lines.as_uri()}
     return out
-
-
-def model(artifacts, name, version):
-    return {"name": f"wine-{name}", "version": str(version), **artifacts[name]}
 
 
 @pytest.mark.timeout(900)
