@@ -203,6 +203,12 @@ class VerificationSpec(Strict):
     """How far a numeric prediction may be from the expected one (absolute)."""
 
 
+class BaselineSpec(Strict):
+    uri: str = Field(min_length=1, max_length=262144, pattern=r"^((file|https?|s3|gs)://|/|data:)")
+    """Records drawn like the data the model is meant to score, in the input format (JSON lines or
+    CSV, as verification's), at a location as for the model's uri or in a data: URI."""
+
+
 class ModelSpec(Strict):
     name: str = Field(min_length=1, max_length=253)
     """The model's name, as it appears in every prediction."""
@@ -222,6 +228,11 @@ class ModelSpec(Strict):
     """A sample the job scores with the model before it serves (besides a PMML's own
     ModelVerification records, always checked): a model that fails is rolled back with the
     records that failed and how, and the current model keeps serving."""
+    baseline: BaselineSpec | None = None
+    """The model's drift baseline: the job scores these records with the model when it admits it,
+    and compares the distributions of the inputs and predictions it then serves with theirs
+    (docs/monitoring.md, rollout rule maxDrift). Unset: the verification sample is the baseline;
+    neither: the model has none."""
 
 
 class AnalysisSpec(Strict):
@@ -235,10 +246,10 @@ class AnalysisSpec(Strict):
     is rolled back."""
     max_drift: float | None = Field(None, alias="maxDrift", gt=0.0)
     """The largest population stability index of the candidate's predictions against its
-    baseline (what it predicted for spec.model.verification's records) before it is rolled back;
-    by the usual reading below 0.1 is stable and above 0.25 shifted. Unset: drift is not judged.
-    Judged once minRecords are scored; a candidate without a verification sample has no baseline
-    and is never judged on drift."""
+    baseline (what it predicted for spec.model.baseline's records, else for its verification
+    sample's) before it is rolled back; by the usual reading below 0.1 is stable and above 0.25
+    shifted. Unset: drift is not judged. Judged once minRecords are scored; a candidate without a
+    baseline is never judged on drift."""
 
 
 class CanarySpec(AnalysisSpec):
@@ -524,7 +535,7 @@ class VersionFigures(Strict):
     """Its mean scoring time per record, in milliseconds."""
     prediction_drift: float | None = Field(None, alias="predictionDrift")
     """The population stability index of its predictions against its baseline (what it
-    predicted for its verification sample); unset: it has no baseline."""
+    predicted for spec.model.baseline, else for its verification sample); unset: it has none."""
 
 
 class RolloutStatus(Strict):

@@ -173,12 +173,17 @@ class ModelLoader:
                            verification=report)
 
     def _baseline(self, d: ModelDescriptor, path: Path, inputs: list[str]) -> None:
-        """The model's drift baseline: its verification sample, which it has just passed (a
-        sample at a location is fetched again: the verifier keeps no records)."""
-        if self.drift_baseline is None or d.verification is None:
+        """The model's drift baseline: the descriptor's baseline records, else its verification
+        sample, which it has just passed (a sample at a location is fetched again: the verifier
+        keeps no records)."""
+        sample = d.baseline or d.verification
+        if self.drift_baseline is None or sample is None:
             return
-        records = verification.sample_records(d.verification,
-                                              lambda loc: artifacts.content(None, loc, self.config.artifacts))
+        try:
+            records = verification.sample_records(sample,
+                                                  lambda loc: artifacts.content(None, loc, self.config.artifacts))
+        except (artifacts.ArtifactError, ValueError) as e:  # VerificationError, BadSample: no content quoted
+            raise ModelRejected(f"drift baseline: {e}") from None
         n = self.drift_baseline(f"{d.name}:{d.version}", str(path), inputs, records)
         log.info("model %s: drift baseline of %d sample records", d.label, n)
 

@@ -1,7 +1,8 @@
 """Model-quality signals in the stream, end to end on real parts: the operator (against the tests'
 real API server) runs canaries on the real job (Spark local) fed by the real broker, with the rule
-maxDrift. Each candidate's baseline is its verification sample, which the job scores with it when
-it admits it; the JVM scorer counts the candidate's inputs and predictions as it scores.
+maxDrift. A candidate's baseline is its spec.model.baseline, else its verification sample: records
+the job scores with it when it admits it; the JVM scorer counts the candidate's inputs and
+predictions as it scores.
 
 - A candidate trained and verified on shifted data (alcohol four degrees higher than the stream
   carries): on the live stream its predictions move away from those on its sample, its prediction
@@ -34,9 +35,9 @@ def shifted(rows, by: float = 4.0):
 
 @pytest.fixture(scope="module")
 def artifacts(tmp_path_factory):
-    """The serving tree, and two linear candidates with their verification samples: one of the
-    stream's own rows (every fifth: the stream cycles through all of them), one of those rows
-    shifted, on which that candidate was also trained."""
+    """The serving tree, and two linear candidates with their baselines: one of the stream's own
+    rows (every fifth: the stream cycles through all of them) given as spec.model.baseline, one of
+    those rows shifted, on which that candidate was also trained, as its verification sample."""
     rows = feed.wine_rows()
     folder = tmp_path_factory.mktemp("models")
     out = {}
@@ -49,7 +50,7 @@ def artifacts(tmp_path_factory):
         if sample is not None:
             lines = folder / f"{name}-sample.jsonl"
             lines.write_text("".join(feed.wine_json(r).decode() + "\n" for r in sample))
-            out[name]["verification"] = {"uri": lines.as_uri()}
+            out[name]["baseline" if name == "linear" else "verification"] = {"uri": lines.as_uri()}
     return out
 
 
@@ -103,3 +104,25 @@ async def test_a_canary_whose_predictions_drift_is_rolled_back_and_one_that_does
         print(json.dumps({"shifted": shifted_stats, "same": same_stats}, indent=1)[:3000])
         assert job.stop() == 0
 
+
+
+def test_spec_model_baseline_travels_in_the_descriptor_apart_from_verification():
+    import copy
+    from pathlib import Path
+
+    import yaml
+
+    from scorestream.api import descriptor
+    from scorestream.api.verification import Sample
+    from scorestream.operator import publish
+    from scorestream.operator import spec as s
+
+    example = yaml.safe_load((Path(__file__).resolve().parents[1] / "examples" / "wine-pmml.yaml").read_text())
+    body = copy.deepcopy(example["spec"])
+    body["model"]["baseline"] = {"uri": "file:///models/wine-sample.jsonl"}
+    d = publish.descriptor(s.ModelServingSpec.model_validate(body))
+    assert d.baseline == Sample(location="file:///models/wine-sample.jsonl") and d.verification is None
+    assert descriptor.decode(d.to_json_bytes()).baseline == d.baseline
+    inline = "data:application/x-ndjson," + '{"alcohol": 9.4}'
+    body["model"]["baseline"] = {"uri": inline}
+    assert publish.descriptor(s.ModelServingSpec.model_validate(body)).baseline == Sample(records=[{"alcohol": 9.4}])
