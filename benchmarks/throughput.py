@@ -17,8 +17,8 @@ that every peer reads; the demo's decision tree (PMML) for every PMML peer. Part
                 p50/p99 from a record's CreateTime to its prediction's LogAppendTime, produced at a
                 steady pace of half scorestream's PMML rate (or `--latency-rate`); scorestream with
                 the job config's default trigger interval
-  counting      what the serving statistics cost: the JVM scorer's counting per record next to its
-                decode + PMML4S + prediction record, in one warm JVM (jvm/)
+  counting      what the serving statistics cost: the JVM scorer's counting and its drift histograms
+                per record, next to its decode + PMML4S + prediction record, in one warm JVM (jvm/)
 Rates from the broker's append times of each peer's output. Steady state: the records after the
 first `--per-batch` (scorestream's first micro-batch, which pays for start-up and JIT; the same
 count for K and rt) over their time. Warm: (K), scorestream PMML and rt read `--warm-records` more, and the
@@ -290,9 +290,11 @@ def report(args, r: dict) -> None:
 
 
     if "counting" in ok:
-        work, count = ok["counting"]
+        work, count, drift = ok["counting"]
         print(f"\nserving statistics, counted by the JVM scorer (BatchCounts): {count:.1f} ns per record, next to "
               f"{work:,.0f} ns of decode + PMML4S + prediction record: {count / (work + count):.2%} of the scorer's work")
+        print(f"drift histograms (DriftCounts: each model input and the prediction binned): {drift:.1f} ns per "
+              f"record, {drift / (work + count + drift):.2%} of the scorer's work")
 
 
 def _startup(v: dict) -> str:

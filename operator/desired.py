@@ -62,6 +62,25 @@ def owner_reference(meta: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _spark_ui_conf(ui: s.SparkUISpec) -> dict[str, str]:
+    """Spark's UI and its Prometheus endpoints, where the spec turns them on (the runtime turns
+    the UI off otherwise)."""
+    if not ui.enabled:
+        return {}
+    return {"spark.ui.enabled": "true", "spark.ui.port": str(naming.SPARK_UI_PORT),
+            # Spark's own Prometheus endpoints on the UI port: the driver's metrics system
+            # (/metrics/prometheus) and the executors' (/metrics/executors/prometheus).
+            "spark.ui.prometheus.enabled": "true",
+            "spark.metrics.conf.*.sink.prometheusServlet.class": "org.apache.spark.metrics.sink.PrometheusServlet",
+            "spark.metrics.conf.*.sink.prometheusServlet.path": "/metrics/prometheus"}
+
+
+def _spark_ui_port(spec: s.ModelServingSpec, **port: Any) -> list[dict[str, Any]]:
+    if not spec.spark.ui.enabled:
+        return []
+    return [{"name": naming.SPARK_UI_PORT_NAME, **port, "protocol": "TCP"}]
+
+
 def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig:
     """The runtime's configuration for this resource: the same type the runtime reads. No secrets."""
     names = naming.Names(name, namespace)
@@ -102,6 +121,7 @@ def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig
         "spark.kubernetes.executor.podTemplateFile": EXECUTOR_TEMPLATE_FILE,
         "spark.kubernetes.executor.podTemplateContainerName": EXECUTOR_CONTAINER,
         **spec.spark.conf,
+        **_spark_ui_conf(spec.spark.ui),
         # Driver and executors authenticate each other's RPC: on Kubernetes, Spark generates a secret
         # per application and hands it to the executor pods it creates (an environment variable).
         # After the spec's conf, which may not set spark.authenticate* anyway (refused).
@@ -306,6 +326,7 @@ def _objects(meta: dict[str, Any], spec: s.ModelServingSpec, run: bool,
                 {"name": "driver", "port": naming.DRIVER_PORT, "targetPort": "driver", "protocol": "TCP"},
                 {"name": "blockmanager", "port": naming.BLOCK_MANAGER_PORT, "targetPort": "blockmanager",
                  "protocol": "TCP"},
+                *_spark_ui_port(spec, port=naming.SPARK_UI_PORT, targetPort=naming.SPARK_UI_PORT_NAME),
             ],
         }),
         obj("networking.k8s.io/v1", "NetworkPolicy", names.driver, spec=network_policy(name, settings.api_server_cidrs, settings.monitoring,
@@ -437,6 +458,7 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: naming.Names, 
                         {"name": "metrics", "containerPort": naming.METRICS_PORT, "protocol": "TCP"},
                         {"name": "driver", "containerPort": naming.DRIVER_PORT, "protocol": "TCP"},
                         {"name": "blockmanager", "containerPort": naming.BLOCK_MANAGER_PORT, "protocol": "TCP"},
+                        *_spark_ui_port(spec, containerPort=naming.SPARK_UI_PORT),
                     ],
                     "resources": {"requests": resources, "limits": resources},
                     "startupProbe": {"httpGet": {"path": "/healthz", "port": "metrics"},

@@ -137,8 +137,10 @@ def _rejections(rejected: list[job_http.Rejection]) -> list[dict[str, Any]]:
 
 
 def _figures(info: job_http.ModelFigures) -> dict[str, Any]:
-    """A version's figures from the job's ModelServingInfo: records scored, failed, mean time."""
-    return {"records": info.invocations, "errors": info.errors, "meanMs": info.duration.meanMs}
+    """A version's figures from the job's ModelServingInfo: records scored, failed, mean time, and
+    its predictions' drift from its baseline."""
+    return {"records": info.invocations, "errors": info.errors, "meanMs": info.duration.meanMs,
+            "predictionDrift": info.drift.prediction.psi if info.drift is not None else None}
 
 
 async def kafka_client_properties(kube: Kube, namespace: str, spec: ModelServingSpec) -> dict[str, str]:

@@ -17,8 +17,7 @@ from scorestream import naming
 from scorestream.api.descriptor import JSON_CONTENT_TYPE, ModelDescriptor
 from scorestream.api.verification import Sample, read_records
 from scorestream.operator.models_route import Route
-from scorestream.operator.spec import URI_CREDENTIALS_MESSAGE, ModelServingSpec, VerificationSpec, \
-    uri_credentials
+from scorestream.operator.spec import URI_CREDENTIALS_MESSAGE, ModelServingSpec, uri_credentials
 
 ROLLOUT_HEADER = "scorestream-rollout"
 
@@ -50,27 +49,32 @@ def descriptor(spec: ModelServingSpec) -> ModelDescriptor:
                   format=m.format, inputs=spec.input.fields if m.format == "tensorflow" and spec.input.fields else None)
     # The spec's validation refused these already; a model copied from the status (rollback-to)
     # is built without it, and a message once published stays on the topic.
-    for where, uri in (("spec.model.uri", m.uri), ("spec.model.verification.uri", m.verification and m.verification.uri)):
+    for where, uri in (("spec.model.uri", m.uri), ("spec.model.verification.uri", m.verification and m.verification.uri),
+                       ("spec.model.baseline.uri", m.baseline and m.baseline.uri)):
         what = uri and uri_credentials(uri)
         if what:
             raise ValueError(f"{where} {URI_CREDENTIALS_MESSAGE.format(what=what)}")
     if m.verification is not None:
-        common["verification"] = _sample(m.verification)
+        v = m.verification
+        common["verification"] = _sample(v.uri, "spec.model.verification", minShare=v.min_share,
+                                         expectedField=v.expected_field, tolerance=v.tolerance)
+    if m.baseline is not None:
+        common["baseline"] = _sample(m.baseline.uri, "spec.model.baseline")
     if m.uri.startswith("data:"):
         return ModelDescriptor(data=decode_data_uri(m.uri), **common)
     return ModelDescriptor(location=m.uri, **common)
 
 
-def _sample(v: VerificationSpec) -> Sample:
-    """spec.model.verification as the descriptor carries it: data: records inline, else where they are."""
-    rules = dict(minShare=v.min_share, expectedField=v.expected_field, tolerance=v.tolerance)
-    if v.uri.startswith("data:"):
+def _sample(uri: str, field: str, **rules) -> Sample:
+    """spec.model's verification or baseline as the descriptor carries it: data: records inline,
+    else where they are."""
+    if uri.startswith("data:"):
         try:
-            text = decode_data_uri(v.uri).decode()
+            text = decode_data_uri(uri).decode()
         except UnicodeDecodeError:
-            raise ValueError("spec.model.verification: the data: URI is not UTF-8 text") from None
-        return Sample(records=read_records(text, "spec.model.verification", v.uri), **rules)
-    return Sample(location=v.uri, **rules)
+            raise ValueError(f"{field}: the data: URI is not UTF-8 text") from None
+        return Sample(records=read_records(text, field, uri), **rules)
+    return Sample(location=uri, **rules)
 
 
 def rollout_id(d: ModelDescriptor) -> str:

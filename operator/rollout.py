@@ -47,6 +47,9 @@ class Measured(Named, Protocol):
     @property
     def mean_ms(self) -> float | None: ...
 
+    @property
+    def prediction_drift(self) -> float | None: ...
+
 
 def same(a: Named | None, b: Named | None) -> bool:
     """The same name and version."""
@@ -60,12 +63,13 @@ class Figures:
     records: int = 0
     errors: int = 0
     mean_ms: float | None = None
+    prediction_drift: float | None = None  # PSI of its predictions against its baseline
 
     @classmethod
     def of(cls, run: Measured | None) -> Figures:
         if run is None:
             return cls()
-        return cls(run.records or 0, run.errors or 0, run.mean_ms)
+        return cls(run.records or 0, run.errors or 0, run.mean_ms, run.prediction_drift)
 
 
 def judge(rules: s.AnalysisSpec, current: Figures, candidate: Figures, elapsed: float,
@@ -84,10 +88,16 @@ def judge(rules: s.AnalysisSpec, current: Figures, candidate: Figures, elapsed: 
         if ratio > rules.max_latency_ratio:
             return "rollback", (f"mean scoring time {candidate.mean_ms:.4f} ms is {ratio:.2f}x the serving model's "
                                 f"{current.mean_ms:.4f} ms, more than maxLatencyRatio {rules.max_latency_ratio:g}")
+    drift = candidate.prediction_drift
+    if rules.max_drift is not None and drift is not None and drift > rules.max_drift:
+        return "rollback", (f"its predictions drifted from its baseline: PSI {drift:.3f}, more than maxDrift "
+                            f"{rules.max_drift:g}")
     rate = candidate.errors / attempts
     summary = f"{attempts} records, {rate:.2%} failed"
     if candidate.mean_ms is not None and current.mean_ms:
         summary += f", {candidate.mean_ms / current.mean_ms:.2f}x the serving model's mean scoring time"
+    if rules.max_drift is not None and drift is not None:
+        summary += f", prediction drift PSI {drift:.3f}"
     if promote_after is None:
         return "wait", f"{summary}; a shadow is promoted by setting strategy Immediate"
     if elapsed < promote_after:

@@ -108,6 +108,7 @@ OPERATOR_SPARK_CONF = KeyRule(
         "spark.executor.instances", "spark.executor.memory",
         "spark.driver.extraClassPath", "spark.executor.extraClassPath",
         "spark.redaction.regex",
+        "spark.ui.enabled", "spark.ui.port",
         "spark.kubernetes.namespace", "spark.kubernetes.context", "spark.kubernetes.driver.master",
         "spark.kubernetes.driver.pod.name", "spark.kubernetes.executor.podNamePrefix",
         "spark.kubernetes.container.image", "spark.kubernetes.container.image.pullPolicy",
@@ -469,6 +470,17 @@ class VerificationSpec(Strict):
         return _check_uri(v)
 
 
+class BaselineSpec(Strict):
+    uri: str = _uri_field(r"^((file|https?|s3|gs)://|/|data:)")
+    """Records drawn like the data the model is meant to score, in the input format (JSON lines or
+    CSV, as verification's), at a location as for the model's uri or in a data: URI."""
+
+    @field_validator("uri")
+    @classmethod
+    def _no_credentials(cls, v: str) -> str:
+        return _check_uri(v)
+
+
 class ModelSpec(Strict):
     name: str = Field(min_length=1, max_length=253)
     """The model's name, as it appears in every prediction."""
@@ -488,6 +500,11 @@ class ModelSpec(Strict):
     """A sample the job scores with the model before it serves (besides a PMML's own
     ModelVerification records, always checked): a model that fails is rolled back with the
     records that failed and how, and the current model keeps serving."""
+    baseline: BaselineSpec | None = None
+    """The model's drift baseline: the job scores these records with the model when it admits it,
+    and compares the distributions of the inputs and predictions it then serves with theirs
+    (docs/monitoring.md, rollout rule maxDrift). Unset: the verification sample is the baseline;
+    neither: the model has none."""
 
     @field_validator("uri")
     @classmethod
@@ -504,6 +521,12 @@ class AnalysisSpec(Strict):
     max_latency_ratio: float = Field(2.0, alias="maxLatencyRatio", gt=0.0)
     """The largest ratio of the candidate's mean scoring time to the serving model's before it
     is rolled back."""
+    max_drift: float | None = Field(None, alias="maxDrift", gt=0.0)
+    """The largest population stability index of the candidate's predictions against its
+    baseline (what it predicted for spec.model.baseline's records, else for its verification
+    sample's) before it is rolled back; by the usual reading below 0.1 is stable and above 0.25
+    shifted. Unset: drift is not judged. Judged once minRecords are scored; a candidate without a
+    baseline is never judged on drift."""
 
 
 class CanarySpec(AnalysisSpec):
@@ -580,6 +603,16 @@ class Resources(Strict):
     """Memory request and limit (a Kubernetes quantity, e.g. 2Gi)."""
 
 
+class SparkUISpec(Strict):
+    enabled: bool = False
+    """Spark's web UI on the driver (jobs, stages, streaming query progress, executors, and Spark's
+    own Prometheus endpoints /metrics/prometheus and /metrics/executors/prometheus), on the
+    driver Service's port spark-ui; `kubectl scorestream ui NAME` port-forwards to it. Off by
+    default: the UI keeps every recent batch's plans and stages in the driver's memory, and it
+    has no authentication (the NetworkPolicy admits no one to it; a port-forward goes through
+    the API server)."""
+
+
 class SparkSpec(SparkTrigger):
     conf: dict[str, str] = Field(default_factory=dict, max_length=MAX_SETTINGS, json_schema_extra={
         "x-kubernetes-validations": [OPERATOR_SPARK_CONF.validation()]})
@@ -604,6 +637,8 @@ class SparkSpec(SparkTrigger):
     """The driver pod's resources."""
     executor: Resources = Field(default_factory=Resources)
     """Each executor pod's resources."""
+    ui: SparkUISpec = Field(default_factory=SparkUISpec)
+    """Spark's web UI (off by default)."""
 
 
 class PodTemplateMetadata(Strict):
@@ -778,6 +813,9 @@ class VersionFigures(Strict):
     """Records it failed to score."""
     mean_ms: float | None = Field(None, alias="meanMs")
     """Its mean scoring time per record, in milliseconds."""
+    prediction_drift: float | None = Field(None, alias="predictionDrift")
+    """The population stability index of its predictions against its baseline (what it
+    predicted for spec.model.baseline, else for its verification sample); unset: it has none."""
 
 
 class RolloutStatus(Strict):

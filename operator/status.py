@@ -57,6 +57,7 @@ class Running(BaseModel):
     percent: float | None = None
     agreement: float | None = None  # a shadow's
     mean_abs_diff: float | None = Field(None, alias="meanAbsDiff")
+    prediction_drift: float | None = Field(None, alias="predictionDrift")  # PSI against its baseline
 
 
 class JobReport(BaseModel):
@@ -485,8 +486,8 @@ def _trial_step(observed: Observed, trial: s.RolloutStatus | None, now: str) -> 
 
 def _figures(base: s.VersionFigures | None, run: Running) -> s.VersionFigures:
     """A version's figures as status holds them, updated with what the job reports now."""
-    known = {k: v for k, v in (("records", run.records), ("errors", run.errors), ("mean_ms", run.mean_ms))
-             if v is not None}
+    known = {k: v for k, v in (("records", run.records), ("errors", run.errors), ("mean_ms", run.mean_ms),
+                               ("prediction_drift", run.prediction_drift)) if v is not None}
     if base is None:
         return s.VersionFigures(name=run.name, version=run.version, **known)
     return base.model_copy(update=known)

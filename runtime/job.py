@@ -22,7 +22,7 @@ from pathlib import Path
 
 from scorestream.config import JobConfig
 from scorestream import naming
-from scorestream.runtime import jvm, kafka_options, pipeline, verification
+from scorestream.runtime import jvm, jvm_metrics, kafka_options, pipeline, verification
 from scorestream.runtime.executors import ExecutorControl
 from scorestream.runtime.http import StatusServer, read_token
 from scorestream.api.job_http import Readiness
@@ -148,6 +148,7 @@ class ServingJob:
         try:
             self._protobuf = self._protobuf_fields()  # a bad message type fails here, not mid-stream
             self.spark = spark_session(self.config)
+            self.stats.jvm = jvm_metrics.snapshot_of(self.spark)
             self.executors = ExecutorControl(self.spark, self.config.spark.master, self._batch_lock,
                                              real_time=self.config.spark.real_time)
             initial = self.config.spark.conf.get("spark.executor.instances")
@@ -165,7 +166,9 @@ class ServingJob:
             loader = ModelLoader(self.config, self.spark.sparkContext.addFile, self._describe_pmml,
                                  verification.worker_admission(self.spark, self.scorer.result_ddl, self.executors.running,
                                                                self.scorer.python_workers),
-                                 self.spark.sparkContext._jvm.dev.scorestream.jvm.Verifier.run)
+                                 self.spark.sparkContext._jvm.dev.scorestream.jvm.Verifier.run,
+                                 drift_baseline=self.scorer.drift_baseline)
+            self.stats.drift = self.scorer.drift
             self.follower = ModelsFollower(self.config, loader, self.registry, self.run_id)
             self.follower.restore(self.config.restore_timeout_seconds)
             self.follower.start()

@@ -14,7 +14,8 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
 from scorestream import monitoring as m
-from scorestream.api.job_http import Readiness
+from scorestream.api.job_http import ModelFigures, Readiness
+from scorestream.runtime import jvm_metrics
 from scorestream.runtime.stats import ServingStats, StatsCollector
 
 
@@ -43,6 +44,8 @@ class JobCollector(Collector):
             yield _labelled(family, self.const)
         for family in self._own():
             yield _labelled(family, self.const)
+        for family in jvm_metrics.families(self.stats.jvm() if self.stats.jvm is not None else None):
+            yield _labelled(family, self.const)
 
     def _own(self):
         ready = _family(m.JOB_READY, "1 when the job answers /readyz with 200 (serving), else 0")
@@ -57,23 +60,26 @@ class JobCollector(Collector):
             yield g
 
         errors = _family(m.MODEL_ERRORS, "Records a model failed to score")
-        info = _family(m.CANDIDATE_INFO, "The candidate on trial per dataType (value 1)")
-        percent = _family(m.CANDIDATE_PERCENT, "A canary's share of records in percent (a shadow: 0, it scores "
-                                               "every record unwritten)")
+        info = _family(m.CANDIDATE_INFO, "The candidate on trial per data type (value 1)")
+        share = _family(m.CANDIDATE_RATIO, "A canary's share of records, 0 to 1 (a shadow: 0, it scores every "
+                                           "record unwritten)")
         compared = _family(m.SHADOW_COMPARED, "Records both the shadow and the serving model scored")
         shadow_errors = _family(m.SHADOW_ERRORS, "Records the shadow failed where the serving model scored")
-        agreement = _family(m.SHADOW_AGREEMENT, "Share of records the shadow predicted as the serving model did")
+        agreement = _family(m.SHADOW_AGREEMENT, "Share of records, 0 to 1, the shadow predicted as the serving model did")
         diff = _family(m.SHADOW_MEAN_ABS_DIFF, "Mean absolute difference of the shadow's and the serving "
                                                "model's predictions")
+        drift = _DriftFamilies()
         for dt, serving in self.stats.serving_info().items():
             for fig in (serving, *serving.previous):
                 errors.add_metric([dt, fig.name, fig.version], fig.errors)
+            for fig in (serving, *serving.previous, *([serving.candidate] if serving.candidate else [])):
+                drift.add([dt, fig.name, fig.version], fig)
             c = serving.candidate
             if c is None:
                 continue
             key = [dt, c.name, c.version]
             info.add_metric(key + [c.strategy], 1)
-            percent.add_metric([dt, c.strategy], c.percent)
+            share.add_metric([dt, c.strategy], c.percent / 100)
             if c.comparison is None:  # a canary: its errors are its own scoring's
                 errors.add_metric(key, c.errors)
                 continue
@@ -83,4 +89,36 @@ class JobCollector(Collector):
                 agreement.add_metric(key, c.comparison.agreement)
             if c.comparison.meanAbsDiff is not None:
                 diff.add_metric(key, c.comparison.meanAbsDiff)
-        yield from (errors, info, percent, compared, shadow_errors, agreement, diff)
+        yield from (errors, info, share, compared, shadow_errors, agreement, diff)
+        yield from drift.families()
+
+
+class _DriftFamilies:
+    """Each model version's drift against its baseline (``ModelDrift``), as Prometheus series."""
+
+    def __init__(self):
+        self.psi = _family(m.PREDICTION_DRIFT_PSI, "Population stability index of the model's predictions against "
+                                                   "those on its verification sample")
+        self.ks = _family(m.PREDICTION_DRIFT_KS, "Kolmogorov-Smirnov statistic (0 to 1) of the model's predictions "
+                                                 "against those on its verification sample")
+        self.feature_psi = _family(m.FEATURE_DRIFT_PSI, "Population stability index of a model input against its "
+                                                        "verification sample")
+        self.feature_ks = _family(m.FEATURE_DRIFT_KS, "Kolmogorov-Smirnov statistic (0 to 1) of a model input "
+                                                      "against its verification sample")
+        self.records = _family(m.DRIFT_RECORDS, "Predictions counted into the model's drift histograms")
+
+    def add(self, key: list[str], fig: ModelFigures) -> None:
+        d = fig.drift
+        if d is None:
+            return
+        self.records.add_metric(key, d.records)
+        for family, value in ((self.psi, d.prediction.psi), (self.ks, d.prediction.ks)):
+            if value is not None:
+                family.add_metric(key, value)
+        for feature, figures in d.features.items():
+            for family, value in ((self.feature_psi, figures.psi), (self.feature_ks, figures.ks)):
+                if value is not None:
+                    family.add_metric(key + [feature], value)
+
+    def families(self):
+        return self.psi, self.ks, self.feature_psi, self.feature_ks, self.records

@@ -84,12 +84,14 @@ class ModelLoader:
 
     def __init__(self, config: JobConfig, add_file: Callable[[str], None], describe_pmml: Callable[[str], dict],
                  check_tensorflow: Callable[[str, int, list[dict]], verification.WorkerAnswer],
-                 run_verifier: Callable[[str], str] | None = None):
+                 run_verifier: Callable[[str], str] | None = None,
+                 drift_baseline: Callable[[str, str, list[str], list[dict]], int] | None = None):
         self.config = config
         self.add_file = add_file
         self.describe_pmml = describe_pmml
         self.check_tensorflow = check_tensorflow
         self.run_verifier = run_verifier  # dev.scorestream.jvm.Verifier.run; None: models serve unverified
+        self.drift_baseline = drift_baseline  # pipeline.BatchScorer.drift_baseline; None: no drift counted
         self.dir = Path(config.work_dir) / "models"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.fields = [normalize(f) for f in config.input.fields] if config.input.fields else None
@@ -166,8 +168,24 @@ class ModelLoader:
             if not report.passed:
                 raise ModelRejected(report.summary())
         self.add_file(str(path))
+        self._baseline(d, path, inputs)
         return LoadedModel(d.name, d.version, d.description, d.data_type, "pmml", tuple(inputs), path.name, digest,
                            verification=report)
+
+    def _baseline(self, d: ModelDescriptor, path: Path, inputs: list[str]) -> None:
+        """The model's drift baseline: the descriptor's baseline records, else its verification
+        sample, which it has just passed (a sample at a location is fetched again: the verifier
+        keeps no records)."""
+        sample = d.baseline or d.verification
+        if self.drift_baseline is None or sample is None:
+            return
+        try:
+            records = verification.sample_records(sample,
+                                                  lambda loc: artifacts.content(None, loc, self.config.artifacts))
+        except (artifacts.ArtifactError, ValueError) as e:  # VerificationError, BadSample: no content quoted
+            raise ModelRejected(f"drift baseline: {e}") from None
+        n = self.drift_baseline(f"{d.name}:{d.version}", str(path), inputs, records)
+        log.info("model %s: drift baseline of %d sample records", d.label, n)
 
     def _tensorflow(self, d: ModelDescriptor, content: bytes | Path, steps: "_Steps | None" = None) -> LoadedModel:
         from scorestream.runtime import tf_model

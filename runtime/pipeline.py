@@ -13,11 +13,13 @@ not speed (README, Figures). Where every model is TensorFlow, the other rows are
 the batch then crosses once, those rows untouched, instead of being kept and read twice.
 
 The statistics are counted by the scorer into an accumulator while it scores (no second pass,
-no per-row aggregate expressions) and come back to the driver when the write returns.
+no per-row aggregate expressions) and come back to the driver when the write returns; so are
+each model version's drift histograms (``DriftCounts``), kept for the whole run.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Callable
@@ -27,9 +29,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
+from pydantic import TypeAdapter
 from pyspark.sql import functions as F
 
+from scorestream.api.job_http import ModelDrift
 from scorestream.api.scoring import BatchCounts, RoutingTable, latency_bounds_nanos
+
+_DRIFT = TypeAdapter(dict[str, ModelDrift])
 
 
 class BatchScorer:
@@ -53,12 +59,16 @@ class BatchScorer:
         self.result_ddl = self._scorer.resultDdl()
         self._counts = jvm.dev.scorestream.jvm.BatchCounts(latency_bounds_nanos())
         spark.sparkContext._jsc.sc().register(self._counts, "scorestream.batch")
+        # Never reset: each model version's histograms cover everything it scored in this run.
+        self._drift = jvm.dev.scorestream.jvm.DriftCounts()
+        spark.sparkContext._jsc.sc().register(self._drift, "scorestream.drift")
 
     def score(self, batch: DataFrame, batch_id: int, table: RoutingTable) -> DataFrame:
         """The batch's records with the scorer's result ``r`` (``Scorer.RESULT_DDL``), counted
         into a fresh ``counts()`` when an action runs. The JVM builds the plan (``Scorer.score``)."""
         self._counts.reset()
-        self._batch = self._scorer.forBatch(table.model_copy(update={"batchId": batch_id}).model_dump_json(), self._counts)
+        self._batch = self._scorer.forBatch(table.model_copy(update={"batchId": batch_id}).model_dump_json(),
+                                            self._counts).withDrift(self._drift)
         return DataFrame(self._batch.score(batch._jdf), batch.sparkSession)
 
     def finish(self) -> Column:
@@ -122,9 +132,19 @@ class BatchScorer:
         each batch's routing table from (``runtime.realtime``). Rows of a draining batch are
         dropped here: the scorer leaves their result empty."""
         holder = self._jvm.dev.scorestream.jvm.LiveTable(table.model_dump_json())
-        scorer = self._scorer.live(holder, self._counts)
+        scorer = self._scorer.live(holder, self._counts).withDrift(self._drift)
         scored = DataFrame(scorer.score(source._jdf), source.sparkSession)
         return self.sink_rows(scored).where(F.col("topic").isNotNull()), holder
+
+    def drift(self) -> dict[str, ModelDrift]:
+        """Per model version (``name:version``) with a baseline: its drift so far (``DriftCounts``)."""
+        return _DRIFT.validate_json(self._drift.value())
+
+    def drift_baseline(self, route: str, pmml: str, inputs: list[str], records: list[dict]) -> int:
+        """The baseline of ``route``'s drift: the sample ``records`` scored by the PMML model at
+        ``pmml`` in the JVM, as serving scores them. Returns how many records it holds."""
+        lines = "\n".join(json.dumps(r, allow_nan=False) for r in records)
+        return self._drift.baseline(route, pmml, list(inputs), lines)  # pyspark's gateway converts the list
 
     def drain_counts(self) -> BatchCounts:
         """What the scorer counted since the last drain (a real-time query's batches)."""

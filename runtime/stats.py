@@ -10,14 +10,19 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from scorestream.api.job_http import CandidateFigures, Comparison, Duration, ModelFigures, ServingFigures, Totals
+from scorestream import monitoring as catalogue
+from scorestream.api.job_http import (CandidateFigures, Comparison, Duration, ModelDrift, ModelFigures, ServingFigures,
+                                       Totals)
 from scorestream.api.scoring import LATENCY_BUCKETS, BatchCounts, ShadowCounts
 from scorestream.runtime.models import Candidate, LoadedModel, ModelRegistry, Snapshot
+
+if TYPE_CHECKING:
+    from scorestream.runtime.jvm_metrics import JvmSnapshot
 
 
 @dataclass
@@ -34,12 +39,13 @@ class ModelServingInfo:
     min_ms: float | None = None
     max_ms: float | None = None
 
-    def figures(self) -> ModelFigures:
+    def figures(self, drift: ModelDrift | None = None) -> ModelFigures:
         return ModelFigures(
             name=self.name, version=self.version, description=self.description, since=self.since,
             invocations=self.invocations, errors=self.errors,
             duration=Duration(totalMs=round(self.total_ms, 6), minMs=self.min_ms, maxMs=self.max_ms,
                               meanMs=round(self.total_ms / self.invocations, 6) if self.invocations else None),
+            drift=drift,
         )
 
 
@@ -91,6 +97,11 @@ class ServingStats:
     # (dataType, route) -> info; a model keeps its figures after it is swapped out.
     infos: dict[tuple[str, str], ModelServingInfo] = field(default_factory=dict)
     shadows: dict[tuple[str, str], ShadowInfo] = field(default_factory=dict)
+    # Per route (name:version), each model's inputs and predictions against its baseline, as the
+    # JVM counts them (pipeline.BatchScorer.drift); None: not counted (no JVM, as in unit tests).
+    drift: Callable[[], dict[str, ModelDrift]] | None = None
+    # The driver's and executors' JVMs for /metrics (jvm_metrics.snapshot_of); None: before Spark.
+    jvm: Callable[[], "JvmSnapshot"] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add_batch(self, counts: BatchCounts, tables: Sequence[Snapshot], seconds: float = 0.0) -> None:
@@ -144,18 +155,20 @@ class ServingStats:
         """Per dataType: the serving model's ModelServingInfo, the models it replaced, and the
         candidate on trial with its figures (a shadow's from its comparisons)."""
         snap = self.registry.snapshot()
+        drift = self.drift() if self.drift is not None else {}  # a call into the JVM: not under the lock
         with self._lock:
             out = {}
             for dt, m in sorted(snap.models.items()):
                 c = snap.candidates.get(dt)
                 skip = {m.route, c.model.route} if c else {m.route}
-                previous = [i.figures() for (d, r), i in self.infos.items() if d == dt and r not in skip]
-                out[dt] = ServingFigures(**dict(self._info(m).figures()), format=m.format, previous=previous,
-                                         candidate=self._candidate(c) if c is not None else None)
+                previous = [i.figures(drift.get(r)) for (d, r), i in self.infos.items() if d == dt and r not in skip]
+                out[dt] = ServingFigures(**dict(self._info(m).figures(drift.get(m.route))), format=m.format,
+                                         previous=previous,
+                                         candidate=self._candidate(c, drift.get(c.model.route)) if c is not None else None)
             return out
 
-    def _candidate(self, c: Candidate) -> CandidateFigures:
-        figures = dict(self._info(c.model).figures())
+    def _candidate(self, c: Candidate, drift: ModelDrift | None) -> CandidateFigures:
+        figures = dict(self._info(c.model).figures(drift))
         comparison = None
         if c.strategy == "Shadow":
             s = self._shadow_info(c.model)
@@ -231,19 +244,18 @@ class StatsCollector(Collector):
             if s.lag is not None:
                 lag.add_metric([], s.lag)
             yield lag
-            invocations = CounterMetricFamily(
-                "scorestream_model_invocations", "Records scored per model", labels=["dataType", "model", "version"]
-            )
+            invocations = CounterMetricFamily(catalogue.MODEL_INVOCATIONS.name.removesuffix("_total"),
+                                              "Records scored per model", labels=list(catalogue.MODEL_INVOCATIONS.labels))
             for (dt, _), info in s.infos.items():
                 invocations.add_metric([dt, info.name, info.version], info.invocations)
             yield invocations
-        info = GaugeMetricFamily(
-            "scorestream_model_info", "The model serving each dataType (value 1)", labels=["dataType", "model", "version"]
-        )
-        since = GaugeMetricFamily("scorestream_model_since_seconds", "When the serving model took over", labels=["dataType"])
-        for dt, m in s.registry.snapshot().models.items():
-            info.add_metric([dt, m.name, m.version], 1)
-            since.add_metric([dt], m.since)
+        info = GaugeMetricFamily(catalogue.MODEL_INFO.name, "The model serving each data type (value 1)",
+                                 labels=list(catalogue.MODEL_INFO.labels))
+        since = GaugeMetricFamily(catalogue.MODEL_SINCE.name, "When the serving model took over, in seconds since the epoch",
+                                  labels=list(catalogue.MODEL_SINCE.labels))
+        for dt, model in s.registry.snapshot().models.items():
+            info.add_metric([dt, model.name, model.version], 1)
+            since.add_metric([dt], model.since)
         yield info
         yield since
         yield CounterMetricFamily("scorestream_model_switches", "Models replaced while running", value=s.registry.switches)

@@ -117,6 +117,10 @@ HTTP_PORT = 8080
 METRICS_PORT = 9090
 DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
+# Spark's web UI on the driver, where spec.spark.ui.enabled: its port in the driver container and
+# in the driver's Service, by this name (what `kubectl scorestream ui` port-forwards to).
+SPARK_UI_PORT = 4040
+SPARK_UI_PORT_NAME = "spark-ui"
 
 
 # -- child objects ---------------------------------------------------------------------------------

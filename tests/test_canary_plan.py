@@ -42,6 +42,21 @@ def test_the_rules_decide(candidate, elapsed, verdict, why):
     assert got == verdict and why in reason, reason
 
 
+@pytest.mark.parametrize("candidate, verdict, why", [
+    (rollout.Figures(200, 0, 0.02, prediction_drift=0.31), "rollback", "PSI 0.310, more than maxDrift 0.2"),
+    (rollout.Figures(200, 0, 0.02, prediction_drift=0.05), "promote", "prediction drift PSI 0.050"),
+    # Not judged before minRecords, nor without a baseline.
+    (rollout.Figures(50, 0, 0.02, prediction_drift=3.0), "wait", "50 of minRecords 100"),
+    (rollout.Figures(200, 0, 0.02, prediction_drift=None), "promote", "200 records"),
+])
+def test_max_drift_rolls_back_a_candidate_whose_predictions_drifted(candidate, verdict, why):
+    rules = RULES.model_copy(update={"max_drift": 0.2})
+    got, reason = rollout.judge(rules, CURRENT, candidate, 600, promote_after=60)
+    assert got == verdict and why in reason, reason
+    # Unset, drift is not judged.
+    assert rollout.judge(RULES, CURRENT, rollout.Figures(200, 0, 0.02, 5.0), 600, promote_after=60)[0] == "promote"
+
+
 def test_a_shadow_is_never_promoted_by_the_rules():
     got, reason = rollout.judge(RULES, CURRENT, rollout.Figures(10_000, 0, 0.02), 10**6, promote_after=None)
     assert got == "wait" and "strategy Immediate" in reason

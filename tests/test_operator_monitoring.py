@@ -12,7 +12,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from scorestream import monitoring as m
 from scorestream.tools.local.broker import free_port
 
+from harness.helm import installed_tool
 from harness.operator import MS, Operator, apply, condition, operator_config, resource, tool, until
+from test_monitoring import check_metrics
 
 pytestmark = pytest.mark.broker
 
@@ -36,6 +38,10 @@ async def test_conditions_and_phase_are_series_of_the_resource_and_kubectl_shows
         assert [(s.labels["status"], s.labels["reason"], s.value) for s in ready] == [("False", "DataTopicMissing", 1.0)]
         phases = {s.labels["phase"]: s.value for s in series(port, m.PHASE, **mine)}
         assert phases["Pending"] == 1.0 and sum(phases.values()) == 1.0
+        # The operator's scrape as Prometheus gets it, after reconciles: promtool's lint is clean.
+        scraped = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+        assert m.RECONCILES.name in scraped and "_created" not in scraped
+        check_metrics(installed_tool("promtool", "prometheus"), scraped)
 
         got = tool("kubectl", api.cluster, "get", "modelservings", "-n", api.ns).stdout
         print(f"\n{got}")

@@ -24,13 +24,14 @@ import yaml
 
 from scorestream import monitoring as m
 from scorestream.api.descriptor import CandidateRole
+from scorestream.api.verification import Sample
 from scorestream.tools.demo import feed, models
 from scorestream.tools.local.broker import free_port
 
 from harness import helm as helm_tool
 from harness.helm import installed_tool
 from harness.streaming import wait_until
-from test_monitoring import rule_groups
+from test_monitoring import check_metrics, rule_groups
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -41,6 +42,11 @@ RATE_INTERVAL = "20s"  # what Grafana's $__rate_interval would be at this scrape
 @pytest.fixture
 def prometheus_binary() -> str:
     return installed_tool("prometheus", "prometheus")
+
+
+@pytest.fixture
+def promtool() -> str:
+    return installed_tool("promtool", "prometheus")
 
 
 class Prometheus:
@@ -102,13 +108,17 @@ def _empty_here(expr: str) -> bool:
     return m.EXECUTOR_TARGET.name in expr
 
 
-def test_every_dashboard_panel_returns_data_from_a_real_scrape_of_a_real_job(serving, prometheus_binary, tmp_path):
+def test_every_dashboard_panel_returns_data_from_a_real_scrape_of_a_real_job(serving, prometheus_binary, promtool,
+                                                                              tmp_path):
     rows = feed.wine_rows()
     s = serving(name="scraped")
-    s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml(rows)))
+    # A verification sample: each version's drift baseline, so the drift panels have data too.
+    sample = Sample(records=[json.loads(feed.wine_json(r)) for r in rows[:300]])
+    s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml(rows)).model_copy(update={"verification": sample}))
     job = s.start().wait_ready()
     shadow = models.descriptor("shallow", "2", "pmml", models.tree_pmml(rows, max_depth=2))
-    s.publish(shadow.model_copy(update={"candidate": CandidateRole(strategy="Shadow", percent=0.0)}))
+    s.publish(shadow.model_copy(update={"candidate": CandidateRole(strategy="Shadow", percent=0.0),
+                                        "verification": sample}))
     wait_until(lambda: "wine" in job.get("/models")["candidates"], what="the shadow installed")
 
     stop = threading.Event()
@@ -145,6 +155,12 @@ def test_every_dashboard_panel_returns_data_from_a_real_scrape_of_a_real_job(ser
             print(f"  {k}: {[round(x, 6) for x in v]}")
         assert not missing, f"panels without data: {missing}\njob: {job.get('/stats')}"
         assert all(any(answers[f"{p.title}: {q.legend}"] for q in p.queries) for p in m.DASHBOARD)
+        # What Prometheus scraped passes promtool's lint: every family present, the shadow's too.
+        with urllib.request.urlopen(job.url + "/metrics", timeout=10) as r:
+            scraped = r.read().decode()
+        assert m.SHADOW_AGREEMENT.name in scraped and m.CANDIDATE_RATIO.name in scraped
+        assert m.FEATURE_DRIFT_PSI.name in scraped
+        check_metrics(promtool, scraped)
         series = prom.get("/api/v1/series", **{"match[]": '{__name__=~"scorestream_.*"}'})["data"]
         assert series and all((x["namespace"], x["name"]) == ("test", "scraped") for x in series)
         assert {x["__name__"] for x in series} <= m.series_names()
@@ -156,7 +172,7 @@ def test_every_dashboard_panel_returns_data_from_a_real_scrape_of_a_real_job(ser
         # Every alert rule evaluates without error on the real series, and none fires for a
         # healthy job ...
         evaluated = [r for g in prom.get("/api/v1/rules")["data"]["groups"] for r in g["rules"]]
-        assert len(evaluated) == 6 and all(r["health"] == "ok" for r in evaluated), evaluated
+        assert len(evaluated) == 7 and all(r["health"] == "ok" for r in evaluated), evaluated
         assert prom.get("/api/v1/alerts")["data"]["alerts"] == []
         # ... until about a tenth of what it reads is malformed: the dead letters alert fires for it.
         s.produce([(f"bad-{i}".encode(), b'{"dataType": "wine", "alcohol": ') for i in range(400)])

@@ -511,7 +511,8 @@ def parser() -> argparse.ArgumentParser:
              "rollback": "serve an earlier version from status.model.history (annotation scorestream.dev/rollback-to)",
              "restart": "restart the driver (spec.restartNonce + 1)",
              "suspend": "stop the job gracefully, keeping its checkpoint and offsets (spec.suspend=true)",
-             "resume": "start a suspended job again from its checkpoint (spec.suspend=false)"}
+             "resume": "start a suspended job again from its checkpoint (spec.suspend=false)",
+             "ui": "Spark's web UI of the driver, through a port-forward (where spec.spark.ui.enabled)"}
     version = sub.add_parser("version", help="the plugin's version", description="the plugin's version")
     version.add_argument("-o", "--output", choices=["human", "json", "yaml"], default="human")
     for command, text in helps.items():
@@ -523,6 +524,9 @@ def parser() -> argparse.ArgumentParser:
         if command == "status":
             c.add_argument("--check", action="store_true",
                            help=f"exit {NOT_READY} when the resource is not Ready (for scripts and CI)")
+        if command == "ui":
+            c.add_argument("--port", type=int, default=4040, help="the local port (default 4040)")
+            c.add_argument("--address", default="127.0.0.1", help="the local address (default 127.0.0.1)")
         if command == "rollback":
             c.add_argument("--to", metavar="VERSION", help="the version (default: the last one replaced)")
         if command in ("promote", "abort", "rollback"):
@@ -548,8 +552,22 @@ def printable(text: str) -> str:
                    else f"\\u{ord(c):04x}" for c in text)
 
 
+def _ui(args: argparse.Namespace) -> int:
+    """A port-forward to the driver's Spark UI (scorestream.spark_ui), running until stopped."""
+    from scorestream import spark_ui
+
+    try:
+        cluster = Cluster(args.kubeconfig, args.context, args.namespace)
+        return spark_ui.forward(cluster.get(args.name), args.port, args.address, args.kubeconfig, args.context)
+    except (PluginError, spark_ui.NoUI) as e:
+        print(f"error: {printable(str(e))}", file=sys.stderr)
+        return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command == "ui":
+        return _ui(args)
     try:
         view, human, code = run(args)
     except PluginError as e:

@@ -86,6 +86,8 @@ class ModelDescriptor(BaseModel):
     candidate: CandidateRole | None = None
     # Records to score before the model serves (besides a PMML's own <ModelVerification>).
     verification: Sample | None = None
+    # Records drawn like the data the model will score: its drift baseline (unset: `verification`).
+    baseline: Sample | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelDescriptor:

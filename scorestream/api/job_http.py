@@ -54,6 +54,25 @@ class Duration(_Answer):
     meanMs: float | None
 
 
+class DriftFigures(_Answer):
+    """How far a distribution moved from the baseline's: the population stability index and the
+    Kolmogorov-Smirnov statistic over the baseline's decile bins (None: nothing counted yet)."""
+
+    psi: float | None
+    ks: float | None
+
+
+class ModelDrift(_Answer):
+    """A model version's inputs and predictions against its baseline (its verification sample,
+    scored by the model when the job admitted it), counted by the JVM scorer as it scores
+    (``dev.scorestream.jvm.DriftCounts.value()``, one entry per ``name:version``)."""
+
+    records: int  # predictions counted
+    baselineRecords: int
+    features: dict[str, DriftFigures]  # by model input
+    prediction: DriftFigures
+
+
 class ModelFigures(_Answer):
     """The report's ModelServingInfo: what serves, since when, how often, how fast."""
 
@@ -64,6 +83,7 @@ class ModelFigures(_Answer):
     invocations: int
     errors: int
     duration: Duration
+    drift: ModelDrift | None = Field(None, exclude_if=_absent)  # None: the model has no baseline
 
 
 class Comparison(_Answer):

@@ -3,7 +3,8 @@ package dev.scorestream.jvm;
 import java.util.Map;
 
 /**
- * What the serving statistics cost per record: the counting the scorer does (BatchCounts) next to
+ * What the serving statistics cost per record: the counting the scorer does (BatchCounts) and its
+ * drift histograms (DriftCounts: every input and the prediction binned against a baseline) next to
  * the rest of its per-record work (decode, PMML4S, the prediction record), in one JVM, warm.
  * In the scorer's package because the counting calls are package-private.
  */
@@ -16,6 +17,16 @@ public final class CountingCost {
     String[] inputs = model.model.inputNames();
     Records.Source src = new Records.Source("k-1".getBytes(), "data", 0, 1L, System.currentTimeMillis());
     BatchCounts counts = new BatchCounts("1000,5000,10000,50000,100000,500000,1000000");
+    // A baseline of 200 values per input and for the prediction, around the record's: ten bins each.
+    Map<String, Object> fields = RecordFields.decodeJson(record);
+    double[] features = new double[inputs.length];
+    for (int j = 0; j < inputs.length; j++) features[j] = (Double) fields.get(RecordFields.normalize(inputs[j]));
+    double[][] columns = new double[inputs.length + 1][200];
+    for (int j = 0; j <= inputs.length; j++) {
+      for (int k = 0; k < 200; k++) columns[j][k] = (j < inputs.length ? features[j] : 5.0) * (0.5 + k / 200.0);
+    }
+    DriftCounts drift = new DriftCounts();
+    drift.baseline("tree:1", inputs, columns);
     long sink = 0;
     for (int rep = 0; rep < 4; rep++) {
       long t0 = System.nanoTime();
@@ -34,10 +45,14 @@ public final class CountingCost {
         counts.scored("tree:1", 1000 + (i & 1023));
       }
       long counting = System.nanoTime() - t0;
+      t0 = System.nanoTime();
+      for (int i = 0; i < n; i++) drift.observe("tree:1", features, 3.0 + (i & 7));
+      long drifting = System.nanoTime() - t0;
       if (rep == 3) {
-        System.out.printf("%.0f %.1f%n", (double) work / n, (double) counting / n);
+        System.out.printf("%.0f %.1f %.1f%n", (double) work / n, (double) counting / n, (double) drifting / n);
       }
     }
-    if (sink == 42) System.out.println(counts.value()); // keep the work from being optimised away
+    // Keep the work from being optimised away.
+    if (sink == 42) System.out.println(counts.value() + drift.value());
   }
 }

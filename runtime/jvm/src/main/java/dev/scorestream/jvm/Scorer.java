@@ -69,6 +69,7 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
 
   private String tableJson; // null in a task of a draining real-time batch: writes nothing
   private final BatchCounts counts;
+  private DriftCounts drift; // null: no drift histograms counted
   private final transient LiveTable live;
   private transient Table table;
   private transient boolean noted;
@@ -96,6 +97,12 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
    */
   public static Scorer live(LiveTable live, BatchCounts counts) {
     return new Scorer(null, live, counts);
+  }
+
+  /** Counts each scored record's features and prediction into {@code drift} too (see {@link DriftCounts}). */
+  public Scorer withDrift(DriftCounts drift) {
+    this.drift = drift;
+    return this;
   }
 
   private void writeObject(java.io.ObjectOutputStream out) throws java.io.IOException {
@@ -253,7 +260,15 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
       Row pending = RowFactory.create(dataType, primary.toRow(), shadow == null ? null : shadow.toRow());
       return RowFactory.create(null, null, null, pending);
     }
-    return finish(t, counts, src, dataType, primary, shadow);
+    return observed(finish(t, counts, src, dataType, primary, shadow), primary, shadow);
+  }
+
+  /** A written prediction's features and predicted values, into the drift histograms. */
+  private Row observed(Row result, Slot p, Slot s) {
+    if (drift == null || result.isNullAt(1)) return result; // a dead letter keeps no value of ours
+    drift.observe(p.route, p.features, p.prediction);
+    if (s != null && !s.failed()) drift.observe(s.route, s.features, s.prediction);
+    return result;
   }
 
   /** {@code ss_finish}: a record TensorFlow has scored, written up as the JVM writes up its own. */
@@ -264,7 +279,8 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
     public Row call(byte[] key, String topic, Integer partition, Long offset, Long timestamp, String dataType,
         Row primary, Row shadow) {
       Records.Source src = new Records.Source(key, topic, partition, offset, timestamp);
-      return finish(table(), counts, src, dataType, Slot.fromRow(primary), Slot.fromRow(shadow));
+      Slot p = Slot.fromRow(primary), s = Slot.fromRow(shadow);
+      return observed(finish(table(), counts, src, dataType, p, s), p, s);
     }
   }
 
@@ -345,7 +361,9 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
       for (int i = 0; i < in.length; i++) in[i] = features[i];
       long t0 = System.nanoTime();
       Object[] out = model.model.predict((Object) in);
-      return model.result(route.key, out, System.nanoTime() - t0);
+      Slot s = model.result(route.key, out, System.nanoTime() - t0);
+      s.features = features; // for the drift histograms
+      return s;
     } catch (Exception e) {
       return Slot.failure(route.key, "score", message(e));
     }
