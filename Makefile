@@ -75,7 +75,7 @@ test-quick: setup
 generate: setup-demo
 	$(BIN)/python -m scorestream.operator.crd --write
 	$(BIN)/python -m scorestream.operator.reference --write
-	$(BIN)/python -m scorestream.monitoring --write
+	$(BIN)/python -m scorestream.tools.dashboard --write
 
 bench: setup
 	$(BIN)/python benchmarks/throughput.py

@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness.helm import installed_tool
 from scorestream import naming
 from scorestream import monitoring as m
+from scorestream.tools import dashboard
 from scorestream.api.job_http import Readiness
 from scorestream.operator import desired
 from scorestream.operator.spec import ModelServingSpec
@@ -144,28 +145,28 @@ def test_thresholds_come_from_the_values(helm):
 
 
 def test_the_chart_ships_the_generated_dashboard_with_the_sidecar_label(helm):
-    assert m.DASHBOARD_FILE.read_text() == m.dashboard_json(), \
-        "charts/scorestream/dashboards/scorestream.json differs: run `python -m scorestream.monitoring --write`"
+    assert dashboard.DASHBOARD_FILE.read_text() == dashboard.dashboard_json(), \
+        "charts/scorestream/dashboards/scorestream.json differs: run `python -m scorestream.tools.dashboard --write`"
     cm = next(o for o in render(helm, *ALL_ON, "--set", "monitoring.dashboard.namespace=grafana")
               if o["kind"] == "ConfigMap" and "scorestream.json" in o.get("data", {}))
     assert cm["metadata"]["labels"]["grafana_dashboard"] == "1" and cm["metadata"]["namespace"] == "grafana"
-    assert json.loads(cm["data"]["scorestream.json"]) == m.dashboard()
+    assert json.loads(cm["data"]["scorestream.json"]) == dashboard.dashboard()
 
 
 def test_every_dashboard_query_parses_as_promql(promtool, tmp_path):
-    rules = [{"record": f"scorestream_dashboard:panel{i}:{j}", "expr": m.concrete(q.expr)}
-             for i, p in enumerate(m.DASHBOARD) for j, q in enumerate(p.queries)]
+    rules = [{"record": f"scorestream_dashboard:panel{i}:{j}", "expr": dashboard.concrete(q.expr)}
+             for i, p in enumerate(dashboard.DASHBOARD) for j, q in enumerate(p.queries)]
     (tmp_path / "panels.yaml").write_text(yaml.safe_dump({"groups": [{"name": "panels", "rules": rules}]}))
     out = promtool_run(promtool, "check", "rules", "panels.yaml", cwd=tmp_path)
     assert f"SUCCESS: {len(rules)} rules found" in out, out
-    covered = " ".join(p.title.lower() for p in m.DASHBOARD)
+    covered = " ".join(p.title.lower() for p in dashboard.DASHBOARD)
     for topic in ("records", "dead", "latency", "lag", "model versions", "candidate", "shadow", "executors"):
         assert topic in covered, topic
 
 
 def test_every_metric_an_alert_or_a_panel_reads_exists(helm):
     exprs = [r["expr"] for g in rule_groups(helm)["groups"] for r in g["rules"]]
-    exprs += [q.expr for p in m.DASHBOARD for q in p.queries]
+    exprs += [q.expr for p in dashboard.DASHBOARD for q in p.queries]
     read = {name for e in exprs for name in METRIC.findall(e)}
     assert read - m.series_names() == set()
     job_families = {f for f in m.FAMILIES if f.source == "job"}

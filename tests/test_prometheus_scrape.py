@@ -1,6 +1,6 @@
 """A real Prometheus (Debian's `prometheus`) scraping a real job on the test broker, and every
 Grafana panel's query answered with data from that scrape — the panels exactly as the chart ships
-them (scorestream/monitoring.py), the Grafana variables set to the job's namespace and name; and
+them (scorestream/tools/dashboard.py), the Grafana variables set to the job's namespace and name; and
 the chart's alert rules loaded into it: all evaluate cleanly, none fires for the healthy job, and
 the dead letters alert fires once malformed records arrive.
 
@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from scorestream import monitoring as m
+from scorestream.tools import dashboard
 from scorestream.api.descriptor import CandidateRole
 from scorestream.api.verification import Sample
 from scorestream.tools.demo import feed, models
@@ -143,9 +144,9 @@ def test_every_dashboard_panel_returns_data_from_a_real_scrape_of_a_real_job(ser
         time.sleep(25)  # a rate window's worth of scrapes while records flow
 
         missing, answers = [], {}
-        for panel in m.DASHBOARD:
+        for panel in dashboard.DASHBOARD:
             for q in panel.queries:
-                expr = m.concrete(q.expr, RATE_INTERVAL, namespace="test", name="scraped")
+                expr = dashboard.concrete(q.expr, RATE_INTERVAL, namespace="test", name="scraped")
                 result = prom.query(expr)
                 values = [float(r["value"][1]) for r in result]
                 answers[f"{panel.title}: {q.legend}"] = values
@@ -154,7 +155,7 @@ def test_every_dashboard_panel_returns_data_from_a_real_scrape_of_a_real_job(ser
         for k, v in answers.items():
             print(f"  {k}: {[round(x, 6) for x in v]}")
         assert not missing, f"panels without data: {missing}\njob: {job.get('/stats')}"
-        assert all(any(answers[f"{p.title}: {q.legend}"] for q in p.queries) for p in m.DASHBOARD)
+        assert all(any(answers[f"{p.title}: {q.legend}"] for q in p.queries) for p in dashboard.DASHBOARD)
         # What Prometheus scraped passes promtool's lint: every family present, the shadow's too.
         with urllib.request.urlopen(job.url + "/metrics", timeout=10) as r:
             scraped = r.read().decode()

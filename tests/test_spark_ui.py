@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scorestream import naming, spark_ui
+from scorestream import naming
+from scorestream.tools import spark_ui
 from scorestream.tools.demo import feed, models
 from scorestream.tools.local.broker import free_port
 from scorestream.operator import desired

@@ -554,7 +554,7 @@ def printable(text: str) -> str:
 
 def _ui(args: argparse.Namespace) -> int:
     """A port-forward to the driver's Spark UI (scorestream.spark_ui), running until stopped."""
-    from scorestream import spark_ui
+    from scorestream.tools import spark_ui
 
     try:
         cluster = Cluster(args.kubeconfig, args.context, args.namespace)

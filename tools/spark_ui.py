@@ -9,7 +9,6 @@ import subprocess
 from typing import Any
 
 from scorestream import naming
-from scorestream.operator.desired import Names
 
 
 class NoUI(Exception):
@@ -30,7 +29,7 @@ def command(kubectl: str, name: str, namespace: str, local_port: int, address: s
             kubeconfig: str | None = None, context: str | None = None) -> list[str]:
     """The port-forward: `local_port` on `address` to the driver Service's Spark UI port."""
     flags = [*(["--kubeconfig", kubeconfig] if kubeconfig else []), *(["--context", context] if context else [])]
-    return [kubectl, *flags, "--namespace", namespace, "port-forward", f"service/{Names(name, namespace).driver}",
+    return [kubectl, *flags, "--namespace", namespace, "port-forward", f"service/{naming.Names(name, namespace).driver}",
             f"{local_port}:{naming.SPARK_UI_PORT}", "--address", address]
 
 
