@@ -260,7 +260,11 @@ def all_settled(api: Api, want: int, changed: bool) -> int:
 async def wait_settled(api: Api, want: int, changed: bool, timeout: float, what: str) -> None:
     deadline, last = time.monotonic() + timeout, -1
     while True:
-        done = await asyncio.to_thread(all_settled, api, want, changed)
+        try:
+            done = await asyncio.to_thread(all_settled, api, want, changed)
+        except requests.RequestException as e:  # an API server starved by a loaded machine: ask again
+            print(f"    {time.strftime('%H:%M:%S')} {what}: listing failed ({type(e).__name__}), asking again")
+            done = last
         if done != last:
             print(f"    {time.strftime('%H:%M:%S')} {what}: {done}/{want}", flush=True)
             last = done
