@@ -194,7 +194,7 @@ def quantile(q: float, before: dict[float, float], after: dict[float, float]) ->
     for bound, count in zip(bounds, counts):
         if count >= rank:
             if bound == float("inf"):
-                return lower
+                return bound  # beyond the last finite bound: no figure but "more than that"
             return lower + (bound - lower) * (rank - below) / max(count - below, 1e-9)
         lower, below = bound, count
     return lower
@@ -400,11 +400,13 @@ async def run_tree(label: str, tree: Path, args: argparse.Namespace) -> Result:
 
 
 def ms(value: float | None) -> str:
+    if value == float("inf"):
+        return "> 30 s (the last bucket)"
     return "-" if value is None else f"{value * 1000:,.0f} ms"
 
 
 def ratio(after: float | None, before: float | None) -> str:
-    if not after or not before:
+    if not after or not before or float("inf") in (after, before):
         return "-"
     return f"{after / before:.2f}×"
 
