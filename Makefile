@@ -10,18 +10,26 @@ BIN    := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.setup-demo-$(shell cat pyproject.toml requirements.lock scorestream/jars.lock 2>/dev/null | sha1sum | cut -c1-12)
 STAMP  := $(VENV)/.setup-$(shell cat pyproject.toml requirements.lock scorestream/jars.lock tests/cluster/*/go.* tests/servers/moto.lock 2>/dev/null | sha1sum | cut -c1-12)
 
+# The JVM scorer's jar, rebuilt (JUnit tests included) when what it is made of changes: the pom and
+# the main sources, as the jar's name digests them (runtime/jvm.py module_digest), and their folders,
+# whose times move when a source is added, removed or renamed. A file in Maven's target/ marks the
+# build, so `mvn clean` and `make clean` remove it with the jar. Nothing changed: nothing runs.
+JVM_MODULE := runtime/jvm
+JVM_INPUTS := $(JVM_MODULE)/pom.xml $(shell find $(JVM_MODULE)/src/main -name '*.java' -o -type d 2>/dev/null)
+SCORER_JAR := $(JVM_MODULE)/target/.scorer-built
+
 # The real node's parts and the image builder, from Debian (bookworm fixes their versions:
 # containerd 1.6, runc 1.1, the CNI plugins 1.1, buildah 1.28).
 NODE_PACKAGES := containerd runc containernetworking-plugins buildah debootstrap iptables conntrack
 
-.PHONY: setup setup-demo demo test test-quick bench clean images dist node-packages generate plugin
+.PHONY: setup setup-demo demo test test-quick bench bench-operator clean images dist node-packages generate plugin
 
 # What the demo runs: the Python packages, the JVM scorer and the Kafka jars.
-setup-demo: $(DEMO_STAMP)
+setup-demo: $(DEMO_STAMP) $(SCORER_JAR)
 
 # What the tests need as well: the operator's and the tests' packages, helm, Prometheus and Lua,
 # the Kubernetes control plane (and fake-gcs-server, built with it), krew, and moto's S3 server.
-setup: $(STAMP)
+setup: $(STAMP) $(SCORER_JAR)
 
 $(DEMO_STAMP):
 	@command -v javac >/dev/null 2>&1 || { \
@@ -34,9 +42,13 @@ $(DEMO_STAMP):
 	@command -v mvn >/dev/null 2>&1 || { \
 	  echo "mvn not found: installing Maven (Debian), to build the JVM scorer and fetch the pinned Kafka broker and Spark connector jars"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq maven; }
-	$(BIN)/python -m scorestream.runtime.jvm
 	$(BIN)/python -m scorestream.jars resolve kafka-broker spark-kafka >/dev/null
 	@rm -f $(VENV)/.setup-demo-* && touch $@
+
+# After the packages (the PMML4S it compiles against comes in pypmml's wheel): a new install builds again.
+$(SCORER_JAR): $(JVM_INPUTS) $(DEMO_STAMP)
+	$(BIN)/python -m scorestream.runtime.jvm
+	@touch $@
 
 $(STAMP): $(DEMO_STAMP)
 	$(BIN)/pip install -q -c $(VENV)/constraints.txt -e '.[dev]'
@@ -77,8 +89,14 @@ generate: setup-demo
 	$(BIN)/python -m scorestream.operator.reference --write
 	$(BIN)/python -m scorestream.tools.dashboard --write
 
+# Throughput and latency against the peers, then the operator at scale (benchmarks/RESULTS.md).
 bench: setup
 	$(BIN)/python benchmarks/throughput.py
+	$(MAKE) --no-print-directory bench-operator
+
+# 100 ModelServings on the tests' API server, for this tree's operator and the one before the redesign.
+bench-operator: setup
+	$(BIN)/python benchmarks/operator_scale.py
 
 node-packages:
 	@command -v buildah >/dev/null 2>&1 && command -v containerd >/dev/null 2>&1 && [ -x /usr/lib/cni/bridge ] || { \

@@ -19,7 +19,7 @@ from scorestream.naming import CONFIG_HASH_ANNOTATION, Names
 from scorestream.operator import kafkabound, strimzi, topics
 from scorestream.operator.kube import Kube
 from scorestream.operator.spec import ModelServingSpec, operator_client_refusals
-from scorestream.operator.status import DriverState, JobReport
+from scorestream.operator.status import DriverState, JobReport, Running
 
 A = TypeVar("A", bound=BaseModel)
 
@@ -104,21 +104,26 @@ async def job_report(endpoint: str, timeout: float = 3.0) -> JobReport:
 def job_report_from(ready: job_http.Readiness, stats: job_http.Stats, models: job_http.Models) -> JobReport:
     """The job's answers as the operator's decisions read them."""
     totals = stats.totals
-    serving, candidates = {}, {}
-    for dt, info in stats.dataTypes.items():
-        serving[dt] = {"name": info.name, "version": info.version, "since": info.since, **_figures(info)}
-        c = info.candidate
-        if c is not None:
-            shadow = c.comparison
-            candidates[dt] = {"name": c.name, "version": c.version, "since": c.since,
-                              "strategy": c.strategy, "percent": c.percent, **_figures(c),
-                              "agreement": shadow.agreement if shadow else None,
-                              "meanAbsDiff": shadow.meanAbsDiff if shadow else None}
     return JobReport(reachable=True, ready=ready.ready, ready_reason=ready.reason,
-                     serving=serving, candidates=candidates, lag=totals.lag,
-                     executors=totals.executors, rejected=_rejections(models.rejected),
+                     serving={dt: _running(info) for dt, info in stats.dataTypes.items()},
+                     candidates={dt: _running(info.candidate) for dt, info in stats.dataTypes.items()
+                                 if info.candidate is not None},
+                     lag=totals.lag, executors=totals.executors, rejected=_rejections(models.rejected),
                      executor_target=totals.executorTarget, live_scaling=totals.liveScaling,
                      input_rate=totals.inputRate, per_executor_rate=totals.processingRatePerExecutor)
+
+
+def _running(info: job_http.ModelFigures) -> Running:
+    """A version the job runs, with its figures (records scored, failed, mean time, its predictions'
+    drift from its baseline); a candidate's with its share of the records and a shadow's comparisons with the serving model."""
+    trial = info if isinstance(info, job_http.CandidateFigures) else None
+    shadow = trial.comparison if trial else None
+    return Running(name=info.name, version=info.version, since=info.since, records=info.invocations,
+                   errors=info.errors, mean_ms=info.duration.meanMs,
+                   strategy=trial.strategy if trial else None, percent=trial.percent if trial else None,
+                   agreement=shadow.agreement if shadow else None,
+                   mean_abs_diff=shadow.meanAbsDiff if shadow else None,
+                   prediction_drift=info.drift.prediction.psi if info.drift is not None else None)
 
 
 async def scale_executors(endpoint: str, total: int, token: str, timeout: float = 30.0) -> job_http.ScaleAnswer:
@@ -130,17 +135,11 @@ async def scale_executors(endpoint: str, total: int, token: str, timeout: float 
                              headers={"Authorization": f"Bearer {token}"})
 
 
-def _rejections(rejected: list[job_http.Rejection]) -> list[dict[str, Any]]:
+def _rejections(rejected: list[job_http.Rejection]) -> list[job_http.Rejection]:
     """The job's latest rejections, as many and as long as a status message takes: what the job
     says goes into the resource's conditions and history, and a job's answer is a tenant's."""
-    return [{**r.model_dump(), "model": r.model[:300], "reason": r.reason[:1000]} for r in rejected[-50:]]
-
-
-def _figures(info: job_http.ModelFigures) -> dict[str, Any]:
-    """A version's figures from the job's ModelServingInfo: records scored, failed, mean time, and
-    its predictions' drift from its baseline."""
-    return {"records": info.invocations, "errors": info.errors, "meanMs": info.duration.meanMs,
-            "predictionDrift": info.drift.prediction.psi if info.drift is not None else None}
+    return [job_http.Rejection(model=r.model[:300], dataType=r.dataType, reason=r.reason[:1000], at=r.at)
+            for r in rejected[-50:]]
 
 
 async def kafka_client_properties(kube: Kube, namespace: str, spec: ModelServingSpec) -> dict[str, str]:

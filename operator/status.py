@@ -499,15 +499,12 @@ def _with_figures(trial: s.RolloutStatus, observed: Observed) -> s.RolloutStatus
     candidate = observed.job.candidates.get(data_type)
     if trial.phase not in ("Analyzing", "Promoting") or not same(candidate, trial.candidate):
         return trial
-    update: dict[str, object] = {"candidate": _figures(trial.candidate, candidate)}
-    if candidate.agreement is not None:
-        update["agreement"] = candidate.agreement
-    if candidate.mean_abs_diff is not None:
-        update["mean_abs_diff"] = candidate.mean_abs_diff
     run = observed.job.serving.get(data_type)
-    if run:
-        update["current"] = _figures(None, run)
-    return trial.model_copy(update=update)
+    return trial.model_copy(update={
+        "candidate": _figures(trial.candidate, candidate),
+        "agreement": trial.agreement if candidate.agreement is None else candidate.agreement,
+        "mean_abs_diff": trial.mean_abs_diff if candidate.mean_abs_diff is None else candidate.mean_abs_diff,
+        "current": _figures(None, run) if run else trial.current})
 
 
 # --- what others read of a status -------------------------------------------------------------------

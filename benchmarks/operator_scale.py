@@ -1,0 +1,507 @@
+"""The operator at scale, on the tests' real API server (tests/harness/cluster.py): 100 ModelServings
+across 10 namespaces created at once, then a spec change to all of them. Printed: the time until
+all are Ready, reconcile p50/p99, the operator's RSS and CPU, and its API calls per minute at rest
+and during the change; for the operator of each source tree given, side by side, with ratios.
+
+Each tree runs in a control plane and broker of its own, with its own chart (CRD and RBAC) and its
+operator as one process of that tree's source (`scorestream.operator.handlers.run`, no CLI, so a
+tree where the CLI moved runs the same), with the chart ServiceAccount's token, the default
+intervals, its metrics port for the reconcile histogram. The jobs are answered by that tree's typed
+double (tests/harness/fake_job.py's FakeJob, its own contract in scorestream/api/job_http.py): one process
+serving all 100 under /<namespace>/<name>/ (the operator's endpointTemplate), so that 100 doubles
+cost one process and the figures are the operator's. Kafka: one embedded broker; all resources
+share the data, output and dead-letter topics and each has its own models topic.
+
+The spec change is spec.spark.triggerInterval 1s -> 2s: a job configuration change, so each
+driver is rolled (the StatefulSet controller replaces the pod, kwok runs it) and the operator
+follows the upgrade until the driver of the new configuration is ready. "Ready" after it:
+observedGeneration is the new generation, Ready is True and Progressing False.
+
+    python benchmarks/operator_scale.py [--before 7bd63cf] [--after COMMIT] [--namespaces 10] [--per-namespace 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import requests
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from scorestream.tools.local.broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
+
+from harness.cluster import ControlPlane  # noqa: E402
+from harness.operator import EXAMPLE, MS, Api, Installation, tool  # noqa: E402
+
+DATA, OUTPUT, DLQ = "records", "predictions", "dlq"
+# Small enough that 100 drivers fit the kwok node (64 CPUs, 256 GiB); the operator renders them the same.
+DRIVER = {"cpu": "500m", "memory": "1Gi"}
+
+
+# --- a source tree as a package: PYTHONPATH instead of the editable install ------------------------
+
+def package_root(tree: Path, work: Path) -> Path:
+    """A directory holding `scorestream` as `tree` lays it out (pyproject's package-dir: the kernel,
+    operator/, runtime/ and tools/ as its subpackages), for PYTHONPATH. PYTHONPATH
+    comes before the editable install's finder, which sys.meta_path holds after the path finder."""
+    root = work / f"pkg-{uuid.uuid4().hex[:6]}"
+    pkg = root / "scorestream"
+    pkg.mkdir(parents=True)
+    for entry in (tree / "scorestream").iterdir():
+        (pkg / entry.name).symlink_to(entry)
+    for sub in ("operator", "runtime", "tools"):
+        if not (pkg / sub).exists() and (tree / sub).exists():
+            (pkg / sub).symlink_to(tree / sub)
+    return root
+
+
+def tree_env(tree: Path, work: Path, **extra: str) -> dict[str, str]:
+    root = package_root(tree, work)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(tree / "tests")]), **extra}
+
+
+def checkout(commit: str, work: Path) -> Path:
+    """The tree of `commit`, as a detached git worktree under `work` (removed by `drop_checkout`)."""
+    path = work / f"tree-{commit}"
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-f", str(path), commit],
+                   check=True, capture_output=True)
+    return path
+
+
+def drop_checkout(path: Path) -> None:
+    subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(path)], capture_output=True)
+
+
+# --- the jobs' double: one process, every job under /<namespace>/<name> ----------------------------
+
+DOUBLES = r'''
+import base64, os, asyncio, sys
+import requests
+from aiohttp import web
+try:
+    from harness.fake_job import FakeJob, served
+except ImportError:  # a tree from before the harness moved to tests/harness/
+    from fake_job import FakeJob, served
+
+# The control token each job requires on POST /executors: the one in the Secret the operator made
+# for its resource, read as the admin (as tests/harness/fake_job.py's fixture does).
+kube = requests.Session()
+kube.trust_env = False
+kube.verify = os.environ["BENCH_KUBE_CA"]
+kube.cert = (os.environ["BENCH_KUBE_CERT"], os.environ["BENCH_KUBE_KEY"])
+jobs = {}
+
+def control_token(ns, name):
+    r = kube.get(f"{os.environ['BENCH_KUBE_SERVER']}/api/v1/namespaces/{ns}/secrets/{name}-control", timeout=10)
+    return base64.b64decode(r.json()["data"]["token"]).decode() if r.status_code == 200 else None
+
+def job(request):
+    key = (request.match_info["ns"], request.match_info["name"])
+    if key not in jobs:
+        jobs[key] = FakeJob()
+        jobs[key].token_source = lambda: control_token(*key)
+    return jobs[key]
+
+def route(method):
+    async def handle(request):
+        return await getattr(job(request), method)(request)
+    return handle
+
+async def counts(request):
+    return web.json_response({"refused": sum(j.refused for j in jobs.values()), "jobs": len(jobs)})
+
+async def main():
+    app = web.Application()
+    for path, method in (("readyz", "readyz"), ("stats", "stats"), ("models", "models")):
+        app.router.add_get("/{ns}/{name}/" + path, route(method))
+    app.router.add_post("/{ns}/{name}/executors", route("scale"))
+    app.router.add_get("/_counts", counts)
+    async with served(app) as url:
+        print(url, flush=True)
+        await asyncio.Event().wait()
+
+asyncio.run(main())
+'''
+
+
+# --- measuring the operator's process ----------------------------------------------------------------
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class Sampler(threading.Thread):
+    """The operator's peak RSS per phase, sampled every 0.5 s."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid, self.phase, self.peak = pid, "start", {}
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(0.5):
+            try:
+                rss = rss_mib(self.pid)
+            except OSError:
+                return
+            self.peak[self.phase] = max(self.peak.get(self.phase, 0.0), rss)
+
+
+def histogram(port: int) -> dict[float, float]:
+    """The operator's reconcile histogram, cumulative counts by upper bound, over all triggers."""
+    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    out: dict[float, float] = {}
+    for m in re.finditer(r'^scorestream_operator_reconcile_seconds_bucket\{([^}]*)\} (\S+)$', text, re.M):
+        le = re.search(r'le="([^"]+)"', m.group(1)).group(1)
+        bound = float("inf") if le == "+Inf" else float(le)
+        out[bound] = out.get(bound, 0.0) + float(m.group(2))
+    return out
+
+
+def quantile(q: float, before: dict[float, float], after: dict[float, float]) -> float | None:
+    """Prometheus's histogram_quantile over the reconciles between two snapshots: linear within
+    the bucket the rank falls in (so no finer than the buckets: 10, 25, 50, 100, 250, 500 ms ...)."""
+    bounds = sorted(after)
+    counts = [after[b] - before.get(b, 0.0) for b in bounds]
+    total = counts[-1] if counts else 0
+    if total <= 0:
+        return None
+    rank, lower, below = q * total, 0.0, 0.0
+    for bound, count in zip(bounds, counts):
+        if count >= rank:
+            if bound == float("inf"):
+                return bound  # beyond the last finite bound: no figure but "more than that"
+            return lower + (bound - lower) * (rank - below) / max(count - below, 1e-9)
+        lower, below = bound, count
+    return lower
+
+
+# --- the run ------------------------------------------------------------------------------------------
+
+@dataclass
+class Phase:
+    started: float  # wall clock
+    ended: float = 0.0  # when a listing saw the last resource settle
+    settled: float = 0.0  # when the last resource settled, by its conditions (settled_at)
+    cpu: float = 0.0  # the operator's CPU seconds
+    reconciles: int = 0
+    p50: float | None = None
+    p99: float | None = None
+    calls: int = 0
+    verbs: dict[str, int] = field(default_factory=dict)
+    hist: dict[float, float] = field(default_factory=dict)  # the reconcile histogram at its start
+
+    @property
+    def seconds(self) -> float:
+        return self.ended - self.started
+
+    def per_minute(self) -> float:
+        return self.calls * 60 / self.seconds
+
+
+@dataclass
+class Result:
+    label: str
+    phases: dict[str, Phase] = field(default_factory=dict)
+    peak_rss: dict[str, float] = field(default_factory=dict)
+    refused_scales: int = 0
+
+
+def spec_for(ns: str, name: str, broker: str) -> dict:
+    body = json.loads(json.dumps(EXAMPLE))
+    body["metadata"] = {"name": name, "namespace": ns}
+    kafka = body["spec"]["kafka"]
+    kafka.pop("secretRef")
+    kafka.update(bootstrapServers=broker, dataTopic=DATA, outputTopic=OUTPUT, deadLetterTopic=DLQ,
+                 modelsTopic=f"models-{ns}-{name}")
+    body["spec"]["spark"]["driver"] = dict(DRIVER)
+    return body
+
+
+def all_settled(api: Api, want: int, changed: bool) -> int:
+    """How many of the resources are Ready at their current generation (and, after the change, done
+    upgrading: Progressing False)."""
+    items = api.request("GET", f"/apis/{MS}")["items"]
+    done = 0
+    for ms in items:
+        st = ms.get("status") or {}
+        conds = {c["type"]: c["status"] for c in st.get("conditions", [])}
+        if st.get("observedGeneration") != ms["metadata"]["generation"] or conds.get("Ready") != "True":
+            continue
+        if changed and (ms["spec"]["spark"].get("triggerInterval") != "2s" or conds.get("Progressing") != "False"):
+            continue
+        done += 1
+    return done
+
+
+def settled_at(api: Api) -> float:
+    """When the last resource settled, by its own conditions: the latest lastTransitionTime of Ready
+    and Progressing (Ready turning True, an upgrade ending), in whole seconds. Unlike the time the
+    listing saw it, this holds where a loaded API server answered a listing late."""
+    latest = 0.0
+    for ms in api.request("GET", f"/apis/{MS}")["items"]:
+        for c in (ms.get("status") or {}).get("conditions", []):
+            if c["type"] in ("Ready", "Progressing"):
+                at = datetime.fromisoformat(c["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
+                latest = max(latest, at)
+    return latest
+
+
+async def wait_settled(api: Api, want: int, changed: bool, timeout: float, what: str) -> None:
+    deadline, last = time.monotonic() + timeout, -1
+    while True:
+        try:
+            done = await asyncio.to_thread(all_settled, api, want, changed)
+        except requests.RequestException as e:  # an API server starved by a loaded machine: ask again
+            print(f"    {time.strftime('%H:%M:%S')} {what}: listing failed ({type(e).__name__}), asking again")
+            done = last
+        if done != last:
+            print(f"    {time.strftime('%H:%M:%S')} {what}: {done}/{want}", flush=True)
+            last = done
+        if done >= want:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: {done} of {want} after {timeout:.0f} s")
+        await asyncio.sleep(1.0)
+
+
+def audit_calls(kube: ControlPlane, subject: str) -> list[tuple[float, str]]:
+    """(time received, verb resource) of each request the operator made."""
+    out = []
+    for e in kube.audit(subject):
+        ref = e.get("objectRef") or {}
+        at = datetime.fromisoformat(e["requestReceivedTimestamp"].replace("Z", "+00:00")).timestamp()
+        res = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+        out.append((at, f"{e['verb']} {res}"))
+    return out
+
+
+def start_operator(tree: Path, work: Path, installed: Installation, job_url: str,
+                   metrics_port: int) -> tuple[subprocess.Popen, Path]:
+    health = free_port()
+    config = {"allNamespaces": True, "endpointTemplate": job_url + "/{namespace}/{name}",
+              "metricsPort": metrics_port, "healthPort": health}
+    (work / "operator.yaml").write_text(yaml.safe_dump(config))
+    log = work / "operator.log"
+    launch = ("import sys, yaml; from scorestream.operator import handlers; "
+              "from scorestream.operator.settings import OperatorConfig; "
+              "handlers.run(OperatorConfig.model_validate(yaml.safe_load(open(sys.argv[1]))))")
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-c", launch, str(work / "operator.yaml")], stdout=out,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                env=tree_env(tree, work, KUBECONFIG=str(installed.kubeconfig)))
+    deadline = time.monotonic() + 90
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the operator of {tree} exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+        try:
+            if requests.get(f"http://127.0.0.1:{health}/healthz", timeout=1).status_code == 200:
+                return proc, log
+        except requests.RequestException:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the operator of {tree} did not answer /healthz")
+        time.sleep(0.5)
+
+
+def stop(proc: subprocess.Popen | None) -> None:
+    if proc is not None and proc.poll() is None:
+        os.killpg(proc.pid, 15)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+
+
+async def run_tree(label: str, tree: Path, args: argparse.Namespace) -> Result:
+    work = Path(tempfile.mkdtemp(prefix=f"operator-scale-{label.split()[0]}-"))
+    print(f"\n== {label}: {tree} (work files in {work})", flush=True)
+    result = Result(label)
+    names = [(f"scale-{i}", f"wine-{j}") for i in range(args.namespaces) for j in range(args.per_namespace)]
+    want = len(names)
+    doubles = op = None
+    with ControlPlane() as kube, EmbeddedBroker(log=work / "kafka.log") as broker:
+        try:
+            tool("helm", kube, "install", "scorestream", str(tree / "charts" / "scorestream"), "-n",
+                 "scorestream-system", "--create-namespace", "--wait", "--timeout", "5m",
+                 "--set", "watch.allNamespaces=true")
+            installed = Installation(kube, "scorestream", "scorestream-system", work)
+            api = Api(kube, installed, "")
+            for i in range(args.namespaces):
+                api.namespace(f"scale-{i}")
+            create_topics(broker.bootstrap, {DATA: 1})
+            doubles = subprocess.Popen([sys.executable, "-c", DOUBLES], stdout=subprocess.PIPE, text=True,
+                                       stderr=open(work / "doubles.log", "wb"), start_new_session=True,
+                                       env=tree_env(tree, work, BENCH_KUBE_SERVER=kube.server,
+                                                    BENCH_KUBE_CA=str(kube.dir / "ca.crt"),
+                                                    BENCH_KUBE_CERT=str(kube.dir / "admin.crt"),
+                                                    BENCH_KUBE_KEY=str(kube.dir / "admin.key")))
+            job_url = doubles.stdout.readline().strip()
+            metrics_port = free_port()
+            op, log = start_operator(tree, work, installed, job_url, metrics_port)
+            sampler = Sampler(op.pid)
+            sampler.start()
+
+            def phase(name: str) -> Phase:
+                sampler.phase = name
+                p = Phase(started=time.time(), cpu=cpu_seconds(op.pid), hist=histogram(metrics_port))
+                result.phases[name] = p
+                return p
+
+            def end(p: Phase) -> None:
+                p.ended = time.time()
+                p.cpu = cpu_seconds(op.pid) - p.cpu
+                after = histogram(metrics_port)
+                p.reconciles = int(after.get(float("inf"), 0) - p.hist.get(float("inf"), 0))
+                p.p50, p.p99 = quantile(0.5, p.hist, after), quantile(0.99, p.hist, after)
+
+            pool = ThreadPoolExecutor(32)
+            created = phase("create")
+            list(pool.map(lambda n: api.create(MS, spec_for(n[0], n[1], broker.bootstrap), namespace=n[0]), names))
+            await wait_settled(api, want, False, args.timeout, "Ready after create")
+            end(created)
+            created.settled = await asyncio.to_thread(settled_at, api)
+
+            await asyncio.sleep(args.settle)
+            rest = phase("rest")
+            await asyncio.sleep(args.window)
+            end(rest)
+
+            changed = phase("change")
+            list(pool.map(lambda n: api.patch(MS, n[1], {"spec": {"spark": {"triggerInterval": "2s"}}},
+                                              namespace=n[0]), names))
+            await wait_settled(api, want, True, args.timeout, "Ready after the change")
+            end(changed)
+            changed.settled = await asyncio.to_thread(settled_at, api)
+            sampler.stopped.set()
+            result.peak_rss = dict(sampler.peak)
+            result.refused_scales = requests.get(f"{job_url}/_counts", timeout=5).json()["refused"]
+
+            calls = audit_calls(kube, installed.subject)
+            for p in result.phases.values():
+                mine = [what for at, what in calls if p.started <= at < p.ended]
+                p.calls = len(mine)
+                for what in mine:
+                    p.verbs[what] = p.verbs.get(what, 0) + 1
+            print(f"    operator log: {log}", flush=True)
+        finally:
+            stop(op)
+            stop(doubles)
+    return result
+
+
+def ms(value: float | None) -> str:
+    if value == float("inf"):
+        return "> 30 s (the last bucket)"
+    return "-" if value is None else f"{value * 1000:,.0f} ms"
+
+
+def ratio(after: float | None, before: float | None) -> str:
+    if not after or not before or float("inf") in (after, before):
+        return "-"
+    return f"{after / before:.2f}×"
+
+
+def rows(r: Result, n: int) -> dict[str, tuple[str, float | None]]:
+    c, rest, ch = r.phases["create"], r.phases["rest"], r.phases["change"]
+    return {
+        "time until all Ready after create (conditions)": (f"{c.settled - c.started:.0f} s", c.settled - c.started),
+        "time until all Ready after the change (conditions)": (f"{ch.settled - ch.started:.0f} s",
+                                                              ch.settled - ch.started),
+        "... as the 1 s listing saw it, create · change": (f"{c.seconds:.1f} s · {ch.seconds:.1f} s", None),
+        "reconciles, create · change": (f"{c.reconciles} · {ch.reconciles}", None),
+        "reconcile p50, create": (ms(c.p50), c.p50),
+        "reconcile p99, create": (ms(c.p99), c.p99),
+        "reconcile p50, at rest": (ms(rest.p50), rest.p50),
+        "reconcile p99, at rest": (ms(rest.p99), rest.p99),
+        "reconcile p50, change": (ms(ch.p50), ch.p50),
+        "reconcile p99, change": (ms(ch.p99), ch.p99),
+        "operator peak RSS": (f"{max(r.peak_rss.values()):.0f} MiB", max(r.peak_rss.values())),
+        "operator CPU at rest (cores)": (f"{rest.cpu / rest.seconds:.3f}", rest.cpu / rest.seconds),
+        "operator CPU, create · change (cores)": (f"{c.cpu / c.seconds:.2f} · {ch.cpu / ch.seconds:.2f}", None),
+        "operator CPU s, create + change": (f"{c.cpu + ch.cpu:.1f}", c.cpu + ch.cpu),
+        "API calls/min at rest (all)": (f"{rest.per_minute():,.0f}", rest.per_minute()),
+        "API calls/min at rest per resource": (f"{rest.per_minute() / n:.1f}", rest.per_minute() / n),
+        "API calls/min during the change (all)": (f"{ch.per_minute():,.0f}", ch.per_minute()),
+        "API calls during the change per resource": (f"{ch.calls / n:.1f}", ch.calls / n),
+    }
+
+
+def report(results: list[Result], n: int) -> None:
+    tables = [rows(r, n) for r in results]
+    head = ["", *(r.label for r in results)] + (["after / before"] if len(results) == 2 else [])
+    print("\n| " + " | ".join(head) + " |")
+    print("|---" + "|---:" * (len(head) - 1) + "|")
+    for key in tables[0]:
+        cells = [t[key][0] for t in tables]
+        if len(results) == 2:
+            cells.append(ratio(tables[1][key][1], tables[0][key][1]))
+        print(f"| {key} | " + " | ".join(cells) + " |")
+    for r in results:
+        print(f"\n{r.label}: API calls by verb and resource (per minute at rest · in the change)")
+        rest, ch = r.phases["rest"], r.phases["change"]
+        for what in sorted({*rest.verbs, *ch.verbs}, key=lambda w: -(rest.verbs.get(w, 0) + ch.verbs.get(w, 0))):
+            print(f"    {rest.verbs.get(what, 0) * 60 / rest.seconds:8.1f} · {ch.verbs.get(what, 0) * 60 / ch.seconds:8.1f}"
+                  f"  {what}")
+        if r.refused_scales:
+            print(f"    (the doubles refused {r.refused_scales} scale requests without the resource's control token)")
+
+
+async def main(args: argparse.Namespace) -> None:
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores "
+          f"(a shared machine: other work may run beside this)", flush=True)
+    work = Path(tempfile.mkdtemp(prefix="operator-scale-"))
+    results = []
+    before = checkout(args.before, work) if args.before else None
+    after = checkout(args.after, work) if args.after else REPO
+    try:
+        if before is not None:
+            results.append(await run_tree(f"before ({args.before})", before, args))
+        results.append(await run_tree(f"after ({args.after or 'this tree'})", after, args))
+    finally:
+        for tree in (before, after):
+            if tree is not None and tree != REPO:
+                drop_checkout(tree)
+    report(results, args.namespaces * args.per_namespace)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--before", default="7bd63cf",
+                        help="a commit whose operator runs first, for comparison ('' for this tree only)")
+    parser.add_argument("--after", default="",
+                        help="a commit whose operator runs second ('': this working tree, edits included)")
+    parser.add_argument("--namespaces", type=int, default=10)
+    parser.add_argument("--per-namespace", type=int, default=10)
+    parser.add_argument("--window", type=float, default=60.0, help="seconds counted at rest")
+    parser.add_argument("--settle", type=float, default=20.0, help="seconds after all are Ready before the rest window")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for all Ready, each time")
+    asyncio.run(main(parser.parse_args()))
