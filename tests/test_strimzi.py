@@ -23,7 +23,7 @@ from scorestream import naming
 from scorestream.tools.demo import feed, models
 from scorestream.tools.local.broker import create_topics
 from scorestream.kafka_auth import JAVA_CONFIG_PROVIDER, java_properties
-from scorestream.operator import desired, observer, publish, strimzi, topics
+from scorestream.operator import desired, models_route, observer, publish, strimzi, topics
 from scorestream.operator import spec as s
 from scorestream.operator.kube import Kube
 
@@ -251,7 +251,8 @@ async def test_the_operator_checks_topics_and_publishes_through_the_strimzi_list
     d = publish.descriptor(s.ModelServingSpec.model_validate({**spec.model_dump(by_alias=True), "model": {
         "name": "tree", "version": "1", "format": "pmml",
         "uri": "data:application/xml;base64," + base64.b64encode(models.tree_pmml(feed.wine_rows(), max_depth=2)).decode()}}))
-    await asyncio.to_thread(publish.publish, spec.kafka, props, d, publish.rollout_id(d), api.ns, "wine")
+    route = models_route.route(spec.kafka, api.ns, models_route.Assignment(), props)  # the spec's own topic
+    await asyncio.to_thread(publish.publish, route, d, publish.rollout_id(d), api.ns, "wine")
     from scorestream.tools.local.process import read_topic
 
     (message,) = read_topic(broker.bootstrap, names["modelsTopic"], expect=1)
