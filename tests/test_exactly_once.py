@@ -193,7 +193,7 @@ def test_exactly_once_through_kills_a_zombie_an_upgrade_and_a_rescale(serving, c
     # 5. A rescale to one executor, live.
     past(0.7)
     code, answer = job.post("/executors", {"total": 1})
-    assert code == 200, answer
+    assert code == 202 and answer["live"], answer
     steps.append(f"rescaled to 1 at {committed(s)}")
 
     past(1.0, timeout=900)
