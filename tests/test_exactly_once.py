@@ -121,10 +121,10 @@ def test_exactly_once_through_kills_a_zombie_an_upgrade_and_a_rescale(serving, c
     s = serving(partitions=PARTITIONS, delivery="exactlyOnce", kafka={"maxOffsetsPerTrigger": 8000},
                 spark={"master": cluster.master, "conf": eo_conf(2)})
     s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml()))
-    # A live stream over about three minutes (longer when the job is slower than that): every
+    # A live stream over about five minutes (longer when the job is slower than that): every
     # fault below lands while records flow. Every 997th record is broken: dead letters count too.
     chunk = max(PARTITIONS, RECORDS // 600 // PARTITIONS * PARTITIONS)  # whole rounds: record i in i % PARTITIONS
-    stream = Stream(s, RECORDS, chunk=chunk, pause=0.3, broken_every=997)
+    stream = Stream(s, RECORDS, chunk=chunk, pause=0.5, broken_every=997)
     started = time.monotonic()
     stream.start()
     n = RECORDS
