@@ -20,7 +20,10 @@ import topics as kafka
 
 
 def paced(bootstrap: str, data: str, out: str, rate: float, warmup: float, seconds: float, slack: float,
-          alive=lambda: True, max_warmup: float = 120.0) -> dict:
+          alive=lambda: True, max_warmup: float = 120.0, visible: bool = False) -> dict:
+    """``visible``: the end of each latency is when a read_committed consumer following the output
+    receives the prediction (wall clock), not its append time: what a reader of a transactional
+    peer waits for, since its records are appended before their transaction commits."""
     from confluent_kafka import Producer
 
     rows = feed.wine_rows()
@@ -40,6 +43,7 @@ def paced(bootstrap: str, data: str, out: str, rate: float, warmup: float, secon
 
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
     reader = kafka.consumer(bootstrap)
+    follower = kafka.Follower(bootstrap, out).start() if visible else None
     sent, t0 = 0, time.monotonic()
     phase_start, measure_from_ms, warmup_s = t0, None, None
     next_check = t0 + 0.5
@@ -72,11 +76,15 @@ def paced(bootstrap: str, data: str, out: str, rate: float, warmup: float, secon
         if errors:
             raise RuntimeError(f"{len(errors)} records not delivered: {errors[0]}")
         kafka.wait_written(bootstrap, [out], sent, 120, alive, "the peer (latency)")
+        if follower is not None:
+            follower.wait_for(sent, 120)
     finally:
         reader.close()
+        if follower is not None:
+            follower.stop()
 
     latencies, event_time_matches, checked = [], 0, 0
-    for m in kafka.read_all(bootstrap, out):
+    for m in follower.messages if follower is not None else kafka.read_all(bootstrap, out):
         doc = json.loads(m.value)
         src = doc["source"]
         ts = created.get((src["partition"], src["offset"]))

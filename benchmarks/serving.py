@@ -24,8 +24,10 @@ class Job:
     """A serving job with the peer interface the measurements use: start, started, alive, stop."""
 
     def __init__(self, bootstrap: str, name: str, topics: dict[str, str], work: Path,
-                 per_batch: int | None = None, trigger: str | None = None, realtime: bool = False):
-        """``realtime``: ``spark.trigger: realTime``, batches of REAL_TIME_BATCH (no ``per_batch``)."""
+                 per_batch: int | None = None, trigger: str | None = None, realtime: bool = False,
+                 delivery: str = "atLeastOnce"):
+        """``realtime``: ``spark.trigger: realTime``, batches of REAL_TIME_BATCH (no ``per_batch``).
+        ``delivery``: the job config's (``exactlyOnce``: a Kafka transaction per partition and batch)."""
         kafka = {
             "bootstrapServers": bootstrap,
             "dataTopic": topics["data"],
@@ -52,6 +54,7 @@ class Job:
             "http": {"host": "127.0.0.1", "port": free_port()},
             "checkpointLocation": str(work / name / "checkpoint"),
             "workDir": str(work / name / "job"),
+            "delivery": delivery,
         })
         # A real-time query writes each record as it is scored: no trigger interval to wait for.
         self.trigger_seconds = 0.0 if realtime else duration_seconds(config.spark.trigger_interval)

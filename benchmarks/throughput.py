@@ -17,6 +17,11 @@ that every peer reads; the demo's decision tree (PMML) for every PMML peer. Part
                 p50/p99 from a record's CreateTime to its prediction's LogAppendTime, produced at a
                 steady pace of half scorestream's PMML rate (or `--latency-rate`); scorestream with
                 the job config's default trigger interval
+  eo            exactly-once in the same run: scorestream PMML with `delivery: exactlyOnce` and with
+                at-least-once, and (K) with `processing.guarantee=exactly_once_v2`: throughput over
+                the data topic, then latency at half the at-least-once job's rate to when a
+                read_committed consumer receives each prediction (a transactional peer's records
+                are appended before their transaction commits); the ratios printed
   counting      what the serving statistics cost: the JVM scorer's counting and its drift histograms
                 per record, next to its decode + PMML4S + prediction record, in one warm JVM (jvm/)
 Rates from the broker's append times of each peer's output. Steady state: the records after the
@@ -56,7 +61,7 @@ from scorestream import jars
 from scorestream.tools.demo import feed, models
 from scorestream.tools.local.broker import EmbeddedBroker
 
-PARTS = ("raw", "a", "K", "pmml", "tf", "rt", "K-latency", "pmml-latency", "rt-latency", "counting")
+PARTS = ("raw", "a", "K", "pmml", "tf", "rt", "K-latency", "pmml-latency", "rt-latency", "eo", "counting")
 ALIASES = {"latency": ("K-latency", "pmml-latency", "rt-latency"), "all": PARTS}
 DATA = "bench-in"
 
@@ -124,9 +129,10 @@ def _cpu_per_record(begin: tuple, end: tuple) -> dict:
             "broker_us": (end[2] - begin[2]) * per_record}
 
 
-def paced_latency(bootstrap: str, name: str, descriptor, peer, rate: float, args) -> dict:
+def paced_latency(bootstrap: str, name: str, descriptor, peer, rate: float, args, visible: bool = False) -> dict:
     """A peer started on empty topics, then fed at a steady pace: latency.paced. The warm-up ends once
-    the peer trails by less than two trigger intervals + 0.5 s of input."""
+    the peer trails by less than two trigger intervals + 0.5 s of input. ``visible``: to when a
+    read_committed consumer receives each prediction (latency.paced)."""
     t = {"data": f"{name}-data", "out": f"{name}-out", "dlq": f"{name}-dlq", "models": f"{name}-models"}
     kafka.make_topics(bootstrap, t["data"], (t["out"],), **{t["dlq"]: 1, t["models"]: 1})
     feed.publish_model(bootstrap, t["models"], descriptor, to=None)
@@ -134,7 +140,8 @@ def paced_latency(bootstrap: str, name: str, descriptor, peer, rate: float, args
     try:
         p.wait_ready()
         slack = 2 * p.trigger_seconds + 0.5
-        return latency.paced(bootstrap, t["data"], t["out"], rate, args.warmup, args.latency_seconds, slack, p.alive)
+        return latency.paced(bootstrap, t["data"], t["out"], rate, args.warmup, args.latency_seconds, slack, p.alive,
+                             visible=visible)
     except Exception:
         print(p.tail(), file=sys.stderr)
         raise
@@ -159,7 +166,7 @@ def run(args) -> dict:
                 traceback.print_exc()
                 r[name] = e
 
-        if any(p in args.only for p in ("raw", "a", "K", "pmml", "tf", "rt")):
+        if any(p in args.only for p in ("raw", "a", "K", "pmml", "tf", "rt", "eo")):
             kafka.make_topics(b, DATA)
             kafka.preload(b, DATA, args.records + args.warm_records)
         part("raw", lambda: (baselines.raw_rate(b, DATA, args.records, 1), baselines.raw_rate(b, DATA, args.records, 2)))
@@ -194,6 +201,37 @@ def run(args) -> dict:
         part("pmml-latency", lambda: paced_latency(b, "lat-pmml", tree, lambda t: serving.Job(b, "lat-pmml", t, work), rate, args))
         part("rt-latency", lambda: paced_latency(b, "lat-rt", tree, lambda t: serving.Job(b, "lat-rt", t, work, realtime=True),
                                                 rate, args))
+        def eo():
+            """(K) exactly_once_v2, scorestream exactly-once and at-least-once: throughput, then latency."""
+            def k_eos(t):
+                return kstreams.PeerProcess(b, f"bench-{t['out']}", t, work / t["out"],
+                                            **{"processing.guarantee": "exactly_once_v2"})
+
+            def job(delivery):
+                return lambda t: serving.Job(b, t["out"].removesuffix("-out"), t, work, per_batch=args.per_batch,
+                                             trigger="100ms", delivery=delivery)
+
+            peers = {"K-eos": k_eos, "alo": job("atLeastOnce"), "eo": job("exactlyOnce")}
+            found: dict = {}
+            for name, peer in peers.items():
+                found[name] = throughput(b, f"eo-{name.lower()}", tree, args.records, args.per_batch, peer, 900,
+                                         broker_pid=broker.pid)[0]
+            rate = args.latency_rate or found["alo"]["steady"] / 2
+            for name, peer in peers.items():
+                lat = f"eo-lat-{name.lower()}"
+                # Latency peers run the job config's own trigger interval, as pmml-latency does.
+                paced_peer = peer if name == "K-eos" else (
+                    lambda t, lat=lat, d="exactlyOnce" if name == "eo" else "atLeastOnce":
+                    serving.Job(b, lat, t, work, delivery=d))
+                try:  # a peer that cannot keep up at the rate keeps its throughput figures
+                    found[f"{name}-latency"] = paced_latency(b, lat, tree, paced_peer, rate, args, visible=True)
+                except Exception as e:
+                    traceback.print_exc()
+                    found[f"{name}-latency"] = e
+            found["rate"] = rate
+            return found
+
+        part("eo", eo)
     part("counting", counting.measure)
     return r
 
@@ -289,12 +327,35 @@ def report(args, r: dict) -> None:
                       f"timings.eventTime = CreateTime: {v['event_time_is_create_time']})")
 
 
+    if "eo" in ok:
+        report_eo(ok["eo"])
+    elif "eo" in failed:
+        print(f"\nexactly-once: failed: {failed['eo']}")
+
     if "counting" in ok:
         work, count, drift = ok["counting"]
         print(f"\nserving statistics, counted by the JVM scorer (BatchCounts): {count:.1f} ns per record, next to "
               f"{work:,.0f} ns of decode + PMML4S + prediction record: {count / (work + count):.2%} of the scorer's work")
         print(f"drift histograms (DriftCounts: each model input and the prediction binned): {drift:.1f} ns per "
               f"record, {drift / (work + count + drift):.2%} of the scorer's work")
+
+
+def report_eo(e: dict) -> None:
+    labels = {"K-eos": "(K) Kafka Streams, exactly_once_v2", "alo": "scorestream PMML, atLeastOnce",
+              "eo": "scorestream PMML, exactlyOnce"}
+    print(f"\nexactly-once, the same run (records/s from the broker's append times; latency from CreateTime to a"
+          f" read_committed consumer's receipt, at {e['rate']:,.0f} rec/s):")
+    for key, label in labels.items():
+        v, lat = e[key], e[f"{key}-latency"]
+        latency_text = (f"latency failed: {str(lat).splitlines()[0][:90]}" if isinstance(lat, Exception) else
+                        f"p50 {lat['p50']:>6,} ms   p99 {lat['p99']:>6,} ms   max {lat['max']:>6,} ms")
+        print(f"  {label:40}{v['steady']:>10,.0f} rec/s   {latency_text}{_notes(v)}")
+    eo, alo, k = e["eo"]["steady"], e["alo"]["steady"], e["K-eos"]["steady"]
+    print(f"  throughput: exactlyOnce / atLeastOnce {eo / alo:.2f}x; exactlyOnce / (K) exactly_once_v2 {eo / k:.2f}x")
+    p99 = {key: e[f"{key}-latency"]["p99"] for key in labels if isinstance(e[f"{key}-latency"], dict)}
+    if "eo" in p99:
+        print("  p99 latency: " + "; ".join(f"exactlyOnce / {labels[key].split(',')[-1].strip()} {p99['eo'] / p99[key]:.2f}x"
+                                           for key in ("alo", "K-eos") if key in p99))
 
 
 def _startup(v: dict) -> str:

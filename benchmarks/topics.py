@@ -82,6 +82,48 @@ class Message:
     value: bytes | None
 
 
+class Follower:
+    """A read_committed consumer following a topic from its start in a thread: each message with
+    the wall-clock time it was received (ms) as its timestamp, when a reader could act on it."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        import threading
+
+        self.bootstrap, self.topic = bootstrap, topic
+        self.messages: list[Message] = []
+        self._halt = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> "Follower":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "bench-follower", "enable.auto.commit": False,
+                      "isolation.level": "read_committed", "fetch.wait.max.ms": 5})
+        try:
+            parts = c.list_topics(self.topic, timeout=10).topics[self.topic].partitions
+            c.assign([TopicPartition(self.topic, p, 0) for p in parts])
+            while not self._halt.is_set():
+                batch = c.consume(10_000, timeout=0.05)
+                now = int(time.time() * 1000)
+                self.messages += [Message(now, m.partition(), m.offset(), m.key(), m.value())
+                                  for m in batch if m.error() is None]
+        finally:
+            c.close()
+
+    def wait_for(self, n: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.messages) < n and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self._thread.join(30)
+
+
 def read_all(bootstrap: str, topic: str) -> list[Message]:
     """Every message of a topic up to its current end, by assignment (no group join)."""
     from confluent_kafka import TopicPartition
@@ -99,8 +141,11 @@ def read_all(bootstrap: str, topic: str) -> list[Message]:
                 if m.error() is not None or m.partition() not in left:
                     continue
                 out.append(Message(m.timestamp()[1], m.partition(), m.offset(), m.key(), m.value()))
-                if m.offset() + 1 >= ends[m.partition()]:
-                    left.discard(m.partition())
+            # The position, not the last message's offset: a transactional writer's partition ends
+            # with a commit marker, which is no message.
+            for tp in c.position([TopicPartition(topic, p) for p in left]):
+                if tp.offset >= ends[tp.partition]:
+                    left.discard(tp.partition)
         if left:
             raise TimeoutError(f"{topic}: partitions {sorted(left)} not read to their end")
         return out

@@ -141,6 +141,7 @@ def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig
         "checkpointLocation": f"{CHECKPOINT_DIR}/checkpoint",
         "workDir": "/tmp/scorestream",
         "upgradeMode": spec.upgrade_mode,
+        "delivery": spec.delivery,
     })
     if spec.upgrade_mode == "stateless":
         # A checkpoint per configuration: a changed job starts afresh from the committed offsets.

@@ -20,14 +20,20 @@ from scorestream.config import (
     _UNADDRESSED_MESSAGE,
     DURATION_PATTERN,
     BearerHosts,
+    EXACTLY_ONCE_KAFKA,
+    EXACTLY_ONCE_KAFKA_KEYS,
+    EXACTLY_ONCE_NO_REAL_TIME,
+    EXACTLY_ONCE_NO_SPECULATION,
     GcsEndpoint,
     S3Endpoint,
     REAL_TIME_NO_MAX_OFFSETS,
     REAL_TIME_PMML_ONLY,
+    DeliverySetting,
     InputConfig,
     KafkaTopics,
     SparkTrigger,
     Strict,
+    check_delivery,
     check_real_time_offsets,
     duration_seconds,
 )
@@ -685,12 +691,17 @@ REAL_TIME_NO_AUTOSCALING = ("trigger realTime takes no autoscaling: a real-time 
                             " every batch, so they change by restarting the job, to spec.replicas")
 
 
+def _unless_exactly_once(rule: str, message: str) -> tuple[str, str]:
+    """A CEL rule that must hold when spec.delivery is exactlyOnce."""
+    return f"!has(self.delivery) || self.delivery != 'exactlyOnce' || ({rule})", message
+
+
 def _unless_real_time(rule: str, message: str) -> tuple[str, str]:
     """A CEL rule that must hold when spec.spark.trigger is realTime."""
     return f"!has(self.spark.trigger) || self.spark.trigger != 'realTime' || {rule}", message
 
 
-class ModelServingSpec(Strict):
+class ModelServingSpec(DeliverySetting):
     """The desired state of one serving job."""
 
     model_config = Strict.model_config | {"json_schema_extra": _rules(
@@ -698,7 +709,13 @@ class ModelServingSpec(Strict):
          "dataType is immutable: it keys the model messages this job serves"),
         _unless_real_time("!has(self.kafka.maxOffsetsPerTrigger)", REAL_TIME_NO_MAX_OFFSETS),
         _unless_real_time("!has(self.model) || self.model.format == 'pmml'", REAL_TIME_PMML_ONLY),
-        _unless_real_time("!has(self.autoscaling)", REAL_TIME_NO_AUTOSCALING))}
+        _unless_real_time("!has(self.autoscaling)", REAL_TIME_NO_AUTOSCALING),
+        _unless_exactly_once("!has(self.spark.trigger) || self.spark.trigger != 'realTime'", EXACTLY_ONCE_NO_REAL_TIME),
+        _unless_exactly_once("!has(self.spark.conf) || !('spark.speculation' in self.spark.conf)"
+                             " || !self.spark.conf['spark.speculation'].matches('^[ \\t]*[Tt][Rr][Uu][Ee][ \\t]*$')",
+                             EXACTLY_ONCE_NO_SPECULATION),
+        _unless_exactly_once("!has(self.kafka.properties) || !self.kafka.properties.exists(k, k in ["
+                             + ", ".join(f"'{k}'" for k in EXACTLY_ONCE_KAFKA_KEYS) + "])", EXACTLY_ONCE_KAFKA))}
 
     data_type: str = Field(alias="dataType", pattern=_DATA_TYPE)
     """The routing key: records whose dataType field has this value are scored by this resource's
@@ -749,6 +766,7 @@ class ModelServingSpec(Strict):
     @model_validator(mode="after")
     def _real_time(self) -> "ModelServingSpec":
         check_real_time_offsets(self.spark, self.kafka)
+        check_delivery(self.delivery, self.spark, self.kafka)
         if self.spark.real_time and self.model is not None and self.model.format != "pmml":
             raise ValueError(REAL_TIME_PMML_ONLY)
         if self.spark.real_time and self.autoscaling is not None:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from scorestream.config import JobConfig
 from scorestream import naming
-from scorestream.runtime import jvm, jvm_metrics, kafka_options, pipeline, verification
+from scorestream.runtime import exactly_once, jvm, jvm_metrics, kafka_options, pipeline, verification
 from scorestream.runtime.executors import ExecutorControl
 from scorestream.runtime.http import StatusServer, read_token
 from scorestream.api.job_http import Readiness
@@ -160,7 +160,8 @@ class ServingJob:
             elif initial:
                 self.executors.target = int(initial)  # what a restart was asked for (local mode)
             self.scorer = pipeline.BatchScorer(self.spark, kafka_options.sink_options(self.config.kafka),
-                                              self.executors.running)
+                                              self.executors.running,
+                                              exactly_once.transactional_sink(self.spark, self.config))
             # A TensorFlow model is checked and verified in the Python workers that score batches,
             # never in the driver (which does not import TensorFlow).
             loader = ModelLoader(self.config, self.spark.sparkContext.addFile, self._describe_pmml,
@@ -209,7 +210,8 @@ class ServingJob:
         """The data topic as a stream, through Spark's Kafka source."""
         c = self.config
         return self.spark.readStream.format("kafka").options(
-            **kafka_options.source_options(c.kafka, naming.source_group_prefix(c.namespace, c.name)),
+            **kafka_options.source_options(c.kafka, naming.source_group_prefix(c.namespace, c.name),
+                                           read_committed=c.exactly_once),
             startingOffsets=kafka_options.starting_offsets(c.kafka, c.data_group),
         ).load()
 
@@ -320,7 +322,10 @@ class ServingJob:
             self.realtime.check_slots(sum(len(ps) for ps in end.values()), self.executors.task_slots())
         if end:
             try:
-                self._commit(end)
+                # With exactly-once the transactions committed the group's offsets with the outputs
+                # (runtime.exactly_once): a commit of the driver's own would race them.
+                if not self.config.exactly_once:
+                    self._commit(end)
                 self._committed_batch = progress["batchId"]
             except Exception as e:  # lag reporting must not stop serving: retried next batch
                 log.warning("committing offsets to %s failed: %s", self.config.data_group, e)

@@ -74,9 +74,12 @@ def java_client_properties(kafka: KafkaConfig) -> dict[str, str]:
     return out
 
 
-def source_options(kafka: KafkaConfig, group_prefix: str) -> dict[str, str]:
-    """Options of Spark's Kafka source, bar where to start."""
+def source_options(kafka: KafkaConfig, group_prefix: str, read_committed: bool = False) -> dict[str, str]:
+    """Options of Spark's Kafka source, bar where to start. ``read_committed``: records of aborted
+    transactions in the data topic are never scored (``delivery: exactlyOnce``)."""
     props = {**_CONSUMER_DEFAULTS, **java_client_properties(kafka)}
+    if read_committed:
+        props["isolation.level"] = "read_committed"
     opts = {f"kafka.{k}": v for k, v in props.items()}
     opts.update({"subscribe": kafka.data_topic, "includeHeaders": "true", "groupIdPrefix": group_prefix})
     if kafka.max_offsets_per_trigger:
@@ -84,10 +87,14 @@ def source_options(kafka: KafkaConfig, group_prefix: str) -> dict[str, str]:
     return opts
 
 
+def producer_properties(kafka: KafkaConfig) -> dict[str, str]:
+    """The sink producer's Java settings: the job's, over the throughput defaults."""
+    return {**_PRODUCER_DEFAULTS, **java_client_properties(kafka)}
+
+
 def sink_options(kafka: KafkaConfig) -> dict[str, str]:
     """Options of Spark's Kafka sink (the topic comes from each row)."""
-    props = {**_PRODUCER_DEFAULTS, **java_client_properties(kafka)}
-    return {f"kafka.{k}": v for k, v in props.items()}
+    return {f"kafka.{k}": v for k, v in producer_properties(kafka).items()}
 
 
 def starting_offsets(kafka: KafkaConfig, group: str, timeout: float = 30.0) -> str:

@@ -42,11 +42,15 @@ class BatchScorer:
     """The JVM scorer of one job: each batch is scored with that batch's routing table and counted
     into the job's accumulator, reset per batch (batches run one at a time)."""
 
-    def __init__(self, spark, sink_options: dict[str, str], executors: Callable[[], int] = lambda: 1):
+    def __init__(self, spark, sink_options: dict[str, str], executors: Callable[[], int] = lambda: 1,
+                 transactional=None):
         """``executors``: how many executors run now (``ExecutorControl.running``), the most
-        TensorFlow tasks, and so Python workers, a batch runs at once."""
+        TensorFlow tasks, and so Python workers, a batch runs at once. ``transactional``: the
+        ``TransactionalSink`` of ``delivery: exactlyOnce`` (``runtime.exactly_once``), which then
+        writes every batch instead of Spark's Kafka sink."""
         self.sink_options = sink_options
         self.executors = executors
+        self.transactional = transactional
         # Held while a batch scores TensorFlow in the Python workers. A model's admission takes it
         # too (verification.worker_admission): beside such a batch, it would start a second worker
         # per executor, and Spark's pool would then hand batches to both in turn, each holding
@@ -87,7 +91,9 @@ class BatchScorer:
             self._write(scored)
             return self.counts()
         with self.python_workers:
-            if only_tensorflow(table):
+            # Exactly-once commits each input partition's outputs and offset in one transaction:
+            # the batch is written in one pass, every partition whole in one task.
+            if only_tensorflow(table) or self.transactional is not None:
                 # No PMML model: a row that is not pending is a dead letter already written up.
                 # One pass through the Arrow stage, which leaves such rows as they are, scores the
                 # batch without keeping it and reading it twice.
@@ -115,13 +121,15 @@ class BatchScorer:
         )
         scored_rows = rows.coalesce(max(1, self.executors())).mapInArrow(tensorflow_stage(tf_files), rows.schema)
         finish = self.finish()
+        # The source's partition and offset go on: what an exactly-once write commits.
         if not carry_done:
-            return scored_rows.select("key", "value", "headers", finish.alias("r"))
+            return scored_rows.select("key", "value", "headers", "partition", "offset", finish.alias("r"))
         # ss_finish runs once per pending row (it counts): computed in one column, then read.
-        finished = scored_rows.select("key", "value", "headers", "doneTopic", "doneValue", "doneHeaders",
+        finished = scored_rows.select("key", "value", "headers", "partition", "offset",
+                                      "doneTopic", "doneValue", "doneHeaders",
                                       F.when(F.col("dataType").isNotNull(), finish).alias("fin"))
         fin = F.col("fin")
-        return finished.select("key", "value", "headers", F.struct(
+        return finished.select("key", "value", "headers", "partition", "offset", F.struct(
             F.coalesce(fin.topic, F.col("doneTopic")).alias("topic"),
             F.coalesce(fin.value, F.col("doneValue")).alias("value"),
             F.coalesce(fin.deadHeaders, F.col("doneHeaders")).alias("deadHeaders"),
@@ -158,8 +166,15 @@ class BatchScorer:
         return DataFrame(self._scorer.sinkRows(scored._jdf, self._scorer.maxRequestBytes(limit)), scored.sparkSession)
 
     def _write(self, scored: DataFrame) -> None:
-        """Spark's Kafka sink, each row to the topic the scorer chose (``Scorer.write``)."""
-        self._scorer.write(scored._jdf, self.sink_options)
+        """Spark's Kafka sink, each row to the topic the scorer chose (``Scorer.write``); with
+        exactly-once, the transactional sink, one transaction per input partition."""
+        if self.transactional is None:
+            self._scorer.write(scored._jdf, self.sink_options)
+            return
+        limit = self._jvm.java.util.HashMap()
+        for k, v in self.sink_options.items():
+            limit.put(k, v)
+        self.transactional.write(self._scorer.sinkRowsWithSource(scored._jdf, self._scorer.maxRequestBytes(limit)))
 
 
 SLOTS = ("primary", "shadow")

@@ -274,6 +274,41 @@ def check_real_time_offsets(spark: SparkTrigger, kafka: KafkaTopics) -> None:
         raise ValueError(REAL_TIME_NO_MAX_OFFSETS)
 
 
+class DeliverySetting(Strict):
+    """What the spec and the job config say alike about delivery."""
+
+    delivery: Literal["atLeastOnce", "exactlyOnce"] = "atLeastOnce"
+    """atLeastOnce: after a failure (a killed driver or executor) the batch in flight is written
+    again, so a prediction or dead letter may appear twice. exactlyOnce: each task writes an input
+    partition's predictions and dead letters in a Kafka transaction that also commits the data
+    group's offset, so read_committed consumers see each exactly once through failures, retries,
+    upgrades and rescales (docs/adr/0026). Predictions become visible when their micro-batch
+    commits; it takes trigger processingTime, no spark.speculation, and leaves the producer's
+    transactional.id, acks and enable.idempotence and the consumer's isolation.level to the job."""
+
+
+EXACTLY_ONCE_NO_REAL_TIME = ("delivery exactlyOnce takes trigger processingTime: a real-time query writes through"
+                             " Spark's own Kafka sink, which has no transactions")
+EXACTLY_ONCE_NO_SPECULATION = ("delivery exactlyOnce takes no spark.speculation: two attempts of one task would"
+                               " fence each other's transactions in turn")
+# Kafka settings the transactional sink sets itself; another value would break the promise.
+EXACTLY_ONCE_KAFKA_KEYS = ("transactional.id", "enable.idempotence", "acks", "isolation.level")
+EXACTLY_ONCE_KAFKA = ("delivery exactlyOnce sets the Kafka settings transactional.id, enable.idempotence, acks"
+                      " and isolation.level itself: remove them from kafka.properties")
+
+
+def check_delivery(delivery: str, spark: SparkTrigger, kafka: KafkaTopics) -> None:
+    """What the spec and the job config both refuse with exactlyOnce (CEL says the same in the CRD)."""
+    if delivery != "exactlyOnce":
+        return
+    if spark.real_time:
+        raise ValueError(EXACTLY_ONCE_NO_REAL_TIME)
+    if spark.conf.get("spark.speculation", "false").strip(" \t").lower() == "true":  # as Spark reads it
+        raise ValueError(EXACTLY_ONCE_NO_SPECULATION)
+    if any(k in kafka.properties for k in EXACTLY_ONCE_KAFKA_KEYS):
+        raise ValueError(EXACTLY_ONCE_KAFKA)
+
+
 def duration_seconds(text: str) -> float:
     """'500ms', '1s', '2 minutes' in seconds (text that matched DURATION_PATTERN)."""
     m = _DURATION.match(text)
@@ -415,7 +450,7 @@ class ArtifactPolicy(Strict):
         return dirs
 
 
-class JobConfig(Strict):
+class JobConfig(DeliverySetting):
     """One serving job: what to read, where to write, which dataTypes to serve, where to keep state."""
 
     name: str = Field(pattern=_K8S_NAME, max_length=63)
@@ -444,7 +479,12 @@ class JobConfig(Strict):
     @model_validator(mode="after")
     def _real_time(self) -> "JobConfig":
         check_real_time_offsets(self.spark, self.kafka)
+        check_delivery(self.delivery, self.spark, self.kafka)
         return self
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery == "exactlyOnce"
 
     @property
     def data_group(self) -> str:
@@ -457,8 +497,10 @@ class JobConfig(Strict):
         """``to_json`` without what a default of a field added later would add: the same text, so
         the same configuration hash, as before that field existed (an operator upgrade must not
         roll every driver)."""
-        exclude = {"spark": {"trigger"}} if self.spark.trigger == "processingTime" else None
-        return self.model_dump_json(by_alias=True, exclude_none=True, indent=2, exclude=exclude)
+        exclude: dict = {"spark": {"trigger"}} if self.spark.trigger == "processingTime" else {}
+        if self.delivery == "atLeastOnce":
+            exclude["delivery"] = True
+        return self.model_dump_json(by_alias=True, exclude_none=True, indent=2, exclude=exclude or None)
 
 
 class ConfigError(ValueError):

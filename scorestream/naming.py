@@ -21,6 +21,13 @@ def source_group_prefix(namespace: str, name: str) -> str:
     return f"{data_group(namespace, name)}.source"
 
 
+def transactional_prefix(namespace: str, name: str, data_topic: str) -> str:
+    """The transactional ids of a ``delivery: exactlyOnce`` job's writers, one per data-topic
+    partition (``<prefix>-<partition>``): the same in every run, attempt and executor, so a
+    writer fences every earlier one of its partition (docs/adr/0026)."""
+    return f"{data_group(namespace, name)}.tx.{data_topic}"
+
+
 def models_group(namespace: str, name: str, run_id: str | None = None) -> str:
     """The models topic's group: one per run, so every job (and every restart) reads all models."""
     return f"{data_group(namespace, name)}.models.{run_id or uuid.uuid4().hex[:12]}"

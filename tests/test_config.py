@@ -73,10 +73,27 @@ def test_the_trigger_field_leaves_the_configuration_hash_of_existing_jobs_as_it_
     # The operator hashes hashed_json() to decide whether a driver rolls: a field added with a
     # default must not roll every driver on upgrade.
     config = parse_job_config(with_("spark.triggerInterval", "1s"))
-    assert config.hashed_json() == config.to_json().replace('    "trigger": "processingTime",\n', "")
-    assert '"trigger"' not in config.hashed_json()
+    assert config.hashed_json() == config.to_json().replace('    "trigger": "processingTime",\n', "").replace(
+        '  "delivery": "atLeastOnce",\n', "")
+    assert '"trigger"' not in config.hashed_json() and '"delivery"' not in config.hashed_json()
     real_time = parse_job_config(with_("spark", {"trigger": "realTime", "triggerInterval": "5s"}))
     assert '"trigger": "realTime"' in real_time.hashed_json()
+    assert '"delivery": "exactlyOnce"' in parse_job_config(with_("delivery", "exactlyOnce")).hashed_json()
+
+
+@pytest.mark.parametrize("change, word", [
+    ({"spark": {"trigger": "realTime", "triggerInterval": "5s"}}, "takes trigger processingTime"),
+    ({"spark": {"conf": {"spark.speculation": " True"}}}, "takes no spark.speculation"),
+    ({"kafka": {"properties": {"transactional.id": "mine"}}}, "sets the Kafka settings"),
+])
+def test_exactly_once_refuses_what_cannot_keep_it(change, word):
+    raw = with_("delivery", "exactlyOnce")
+    for k, v in change.items():
+        raw[k] = {**raw.get(k, {}), **v}
+    with pytest.raises(ConfigError, match=word):
+        parse_job_config(raw)
+    del raw["delivery"]
+    parse_job_config(raw)  # at-least-once takes each of them
 
 
 def test_runtime_rejects_bad_config_at_start(tmp_path):

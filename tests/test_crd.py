@@ -158,7 +158,7 @@ def invalid_case(data) -> tuple[dict, dict | None, str, str]:
     refusal must name). The real API server replays the same cases (tests/test_user_paths.py)."""
     obj = copy.deepcopy(EXAMPLE)
     kind = data.draw(st.sampled_from(["field", "same-topic", "name", "immutable-dataType", "immutable-checkpoint",
-                                      "real-time"]))
+                                      "real-time", "exactly-once"]))
     old = None
     if kind == "field":
         path, values, word = data.draw(st.sampled_from(SPEC_MUTATIONS))
@@ -183,6 +183,20 @@ def invalid_case(data) -> tuple[dict, dict | None, str, str]:
         else:
             obj["spec"]["autoscaling"] = {"maxReplicas": data.draw(st.integers(min_value=1, max_value=10))}
             word = "takes no autoscaling"
+    elif kind == "exactly-once":
+        obj["spec"]["delivery"] = "exactlyOnce"
+        fault = data.draw(st.sampled_from(["realTime", "speculation", "kafka"]))
+        if fault == "realTime":
+            obj["spec"]["spark"].update(trigger="realTime", triggerInterval="5s")
+            word = "exactlyOnce takes trigger processingTime"
+        elif fault == "speculation":
+            obj["spec"]["spark"].setdefault("conf", {})["spark.speculation"] = data.draw(
+                st.sampled_from(["true", "TRUE", " true"]))
+            word = "exactlyOnce takes no spark.speculation"
+        else:
+            key = data.draw(st.sampled_from(["transactional.id", "enable.idempotence", "acks", "isolation.level"]))
+            obj["spec"]["kafka"].setdefault("properties", {})[key] = "x"
+            word = "sets the Kafka settings transactional.id"
     elif kind == "immutable-dataType":
         old = copy.deepcopy(obj)
         obj["spec"]["dataType"] = data.draw(st.sampled_from(["beer", "cider", "wine2"]))
@@ -220,6 +234,8 @@ def test_invalid_resources_are_rejected_with_a_message_naming_the_field():
     {"replicas": 0}, {"suspend": True}, {"upgradeMode": "stateless"}, {"model": None},
     {"spark": {"image": "x", "triggerInterval": "500ms"}}, {"input": {"format": "protobuf"}},
     {"spark": {"image": "x", "trigger": "realTime", "triggerInterval": "5s"}},
+    {"delivery": "exactlyOnce"}, {"delivery": "atLeastOnce", "spark": {"image": "x", "conf": {"spark.speculation": "true"}}},
+    {"delivery": "exactlyOnce", "spark": {"image": "x", "conf": {"spark.speculation": "false"}}},
 ])
 def test_valid_variations_are_admitted_by_both(change):
     obj = copy.deepcopy(EXAMPLE)

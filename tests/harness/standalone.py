@@ -37,7 +37,7 @@ class StandaloneCluster:
         self.procs.append(subprocess.Popen([str(self.home / "bin" / "spark-class"), *args], env=env,
                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
 
-    def start(self, timeout: float = 60.0) -> StandaloneCluster:
+    def start(self, timeout: float = 180.0) -> StandaloneCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                     "--port", str(self.port), "--webui-port", str(self.ui))

@@ -11,9 +11,11 @@ from scorestream.tools.demo import feed
 class Stream(threading.Thread):
     """Produces wine records in small chunks at a steady pace, like a live source."""
 
-    def __init__(self, s, total: int, chunk: int = 100, pause: float = 0.1, start: int = 0):
+    def __init__(self, s, total: int, chunk: int = 100, pause: float = 0.1, start: int = 0, broken_every: int = 0):
+        """``broken_every``: every so many records (from the first) is not JSON, a dead letter."""
         super().__init__(daemon=True)
         self.s, self.total, self.chunk, self.pause, self.first = s, total, chunk, pause, start
+        self.broken_every = broken_every
         self.sent = 0
         self.error: Exception | None = None
         self._halt = threading.Event()
@@ -30,7 +32,11 @@ class Stream(threading.Thread):
             while self.sent < self.total and not self._halt.is_set():
                 n = min(self.chunk, self.total - self.sent)
                 batch = [rows[(self.first + self.sent + i) % len(rows)] for i in range(n)]
-                self.s.produce(feed.wine_records(batch, start=self.first + self.sent))
+                records = feed.wine_records(batch, start=self.first + self.sent)
+                if self.broken_every:
+                    records = [(k, b"{broken") if (self.first + self.sent + i) % self.broken_every == 0 else (k, v)
+                               for i, (k, v) in enumerate(records)]
+                self.s.produce(records)
                 self.sent += n
                 time.sleep(self.pause)
         except Exception as e:  # surfaced by the test

@@ -158,26 +158,37 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
    * letter fits and no record, of any size, fails the sink and with it the query.
    */
   public static Dataset<Row> sinkRows(Dataset<Row> scored, int maxRequestBytes) {
+    return sinkRows(scored, maxRequestBytes, new Column[0]);
+  }
+
+  /** As above, with the source's partition and offset: what {@link TransactionalSink} commits. */
+  public static Dataset<Row> sinkRowsWithSource(Dataset<Row> scored, int maxRequestBytes) {
+    return sinkRows(scored, maxRequestBytes, new Column[] {col(TransactionalSink.SOURCE_PARTITION),
+        col(TransactionalSink.SOURCE_OFFSET)}, col("partition").as(TransactionalSink.SOURCE_PARTITION),
+        col("offset").as(TransactionalSink.SOURCE_OFFSET));
+  }
+
+  private static Dataset<Row> sinkRows(Dataset<Row> scored, int maxRequestBytes, Column[] carried, Column... source) {
     Column r = col("r");
-    Dataset<Row> rows = scored.select(
+    Dataset<Row> rows = scored.select(concat(new Column[] {
         r.getField("topic").as("topic"),
         col("key"),
         functions.coalesce(r.getField("value"), col("value")).as("value"),
         functions.coalesce(col("headers"), functions.array().cast(HEADERS_DDL)).as("own"),
-        r.getField("deadHeaders").as("dead"));
+        r.getField("deadHeaders").as("dead")}, source));
     long budget = (long) maxRequestBytes - RECORD_FRAMING_BYTES;
     String headerBytes = "aggregate(%s, 0L, (a, h) -> a + " + HEADER_FRAMING_BYTES
         + " + coalesce(octet_length(h.key), 0) + coalesce(octet_length(h.value), 0))";
-    Dataset<Row> sized = rows.select(col("topic"), col("key"), col("value"), col("own"), col("dead"),
+    Dataset<Row> sized = rows.select(concat(new Column[] {col("topic"), col("key"), col("value"), col("own"), col("dead"),
         functions.expr("coalesce(octet_length(key), 0)").as("kB"),
         functions.expr("coalesce(octet_length(value), 0)").as("vB"),
         functions.expr(String.format(headerBytes, "own")).as("oB"),
-        functions.expr(String.format(headerBytes, "coalesce(dead, array())")).as("dB"));
+        functions.expr(String.format(headerBytes, "coalesce(dead, array())")).as("dB")}, carried));
     Column level = functions.expr("CASE WHEN dead IS NULL OR kB + vB + oB + dB <= " + budget + " THEN 0"
         + " WHEN kB + oB + dB + 64 <= " + budget + " THEN 1"
         + " WHEN kB + dB + 128 <= " + budget + " THEN 2 ELSE 3 END");
     Dataset<Row> leveled = sized.withColumn("level", level);
-    return leveled.select(
+    return leveled.select(concat(new Column[] {
         col("topic"),
         functions.expr("CASE WHEN level = 3 THEN CAST(NULL AS BINARY) ELSE key END").as("key"),
         functions.expr("CASE WHEN level >= 1 THEN X'' ELSE value END").as("value"),
@@ -188,7 +199,13 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
             + marker("headers.dropped", "size(own)") + "))"
             + " ELSE concat(dead, array(" + marker("value.dropped", "vB") + ", "
             + marker("headers.dropped", "size(own)") + ", " + marker("key.dropped", "kB") + ")) END")
-            .cast(HEADERS_DDL).as("headers"));
+            .cast(HEADERS_DDL).as("headers")}, carried));
+  }
+
+  private static Column[] concat(Column[] a, Column[] b) {
+    Column[] c = java.util.Arrays.copyOf(a, a.length + b.length);
+    System.arraycopy(b, 0, c, a.length, b.length);
+    return c;
   }
 
   private static String marker(String name, String bytes) {
