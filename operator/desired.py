@@ -83,20 +83,49 @@ def _spark_ui_port(spec: s.ModelServingSpec, **port: Any) -> list[dict[str, Any]
 
 def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig:
     """The runtime's configuration for this resource: the same type the runtime reads. No secrets."""
-    names = naming.Names(name, namespace)
-    kafka = spec.kafka.model_dump(by_alias=True, exclude={"secret_ref", "tls", "authentication", "strimzi_topics"})
+    config = JobConfig.model_validate({
+        "artifacts": ArtifactPolicy(stores=store_access(spec.model_store)),
+        "name": name,
+        "namespace": namespace,
+        "dataTypes": [spec.data_type],
+        "kafka": _kafka_config(namespace, spec.kafka),
+        "input": spec.input,
+        "spark": SparkConfig(master=IN_CLUSTER_MASTER, trigger=spec.spark.trigger, triggerInterval=spec.spark.trigger_interval,
+                             conf=_spark_conf(name, namespace, spec)),
+        "http": HttpConfig(host="0.0.0.0", port=naming.HTTP_PORT, metricsPort=naming.METRICS_PORT,
+                           controlTokenFile=f"{CONTROL_SECRET_DIR}/{CONTROL_TOKEN_KEY}"),
+        "checkpointLocation": f"{CHECKPOINT_DIR}/checkpoint",
+        "workDir": "/tmp/scorestream",
+        "upgradeMode": spec.upgrade_mode,
+        "delivery": spec.delivery,
+    })
+    if spec.upgrade_mode == "stateless":
+        # A checkpoint per configuration: a changed job starts afresh from the committed offsets.
+        config = config.model_copy(update={"checkpoint_location": f"{CHECKPOINT_DIR}/stateless-{config_hash(config)}"})
+    return config
+
+
+def _kafka_config(namespace: str, spec: s.KafkaSpec) -> KafkaConfig:
+    """The job's Kafka settings: the topics, and where its credentials are mounted (never their values)."""
+    kafka = spec.model_dump(by_alias=True, exclude={"secret_ref", "tls", "authentication", "strimzi_topics"})
     # The namespace's own topic where the spec names none; an admin's shared topic is put in by
     # _objects (Settings), outside the configuration hash as the artifact policy is.
-    kafka["modelsTopic"] = models_route.Assignment().topic(spec.kafka, namespace)
-    if spec.kafka.secret_ref:
-        kafka["secretPropertiesFile"] = f"{KAFKA_SECRET_DIR}/{spec.kafka.secret_ref.key}"
-    credentials = strimzi.credential_files(spec.kafka)
+    kafka["modelsTopic"] = models_route.Assignment().topic(spec, namespace)
+    if spec.secret_ref:
+        kafka["secretPropertiesFile"] = f"{KAFKA_SECRET_DIR}/{spec.secret_ref.key}"
+    credentials = strimzi.credential_files(spec)
     if credentials is not None:
         kafka["credentials"] = credentials.model_dump(by_alias=True, exclude_defaults=True)
+    return KafkaConfig.model_validate(kafka)
+
+
+def _spark_conf(name: str, namespace: str, spec: s.ModelServingSpec) -> dict[str, str]:
+    """Spark's settings for the driver in this pod and the executor pods it creates."""
+    names = naming.Names(name, namespace)
     image = spec.spark.image
     if image is None:  # the operator fills the default in (images.with_image) or refuses first
         raise ValueError("spec.spark.image is not set and no default runtime image was given")
-    conf = {
+    return {
         # Client mode: the driver runs in this pod; its executors are pods it creates, owned by it
         # (so they go when the driver pod goes) and reaching it through the headless Service.
         "spark.submit.deployMode": "client",
@@ -127,26 +156,6 @@ def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig
         # After the spec's conf, which may not set spark.authenticate* anyway (refused).
         "spark.authenticate": "true",
     }
-    config = JobConfig.model_validate({
-        "artifacts": ArtifactPolicy(stores=store_access(spec.model_store)),
-        "name": name,
-        "namespace": namespace,
-        "dataTypes": [spec.data_type],
-        "kafka": KafkaConfig.model_validate(kafka),
-        "input": spec.input,
-        "spark": SparkConfig(master=IN_CLUSTER_MASTER, trigger=spec.spark.trigger, triggerInterval=spec.spark.trigger_interval,
-                             conf=conf),
-        "http": HttpConfig(host="0.0.0.0", port=naming.HTTP_PORT, metricsPort=naming.METRICS_PORT,
-                           controlTokenFile=f"{CONTROL_SECRET_DIR}/{CONTROL_TOKEN_KEY}"),
-        "checkpointLocation": f"{CHECKPOINT_DIR}/checkpoint",
-        "workDir": "/tmp/scorestream",
-        "upgradeMode": spec.upgrade_mode,
-        "delivery": spec.delivery,
-    })
-    if spec.upgrade_mode == "stateless":
-        # A checkpoint per configuration: a changed job starts afresh from the committed offsets.
-        config = config.model_copy(update={"checkpoint_location": f"{CHECKPOINT_DIR}/stateless-{config_hash(config)}"})
-    return config
 
 
 def store_access(store: s.ModelStoreSpec | None) -> StoreAccess | None:
