@@ -388,9 +388,8 @@ def control_secret(meta: dict[str, Any], token: str) -> dict[str, Any]:
     }
 
 
-def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: naming.Names, config: JobConfig,
-                      run: bool) -> dict[str, Any]:
-    resources = {"cpu": spec.spark.driver.cpu, "memory": spec.spark.driver.memory}
+def _driver_volumes(spec: s.ModelServingSpec, names: naming.Names) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The driver's volumes and its main container's mounts (podtemplate.DRIVER_VOLUMES names them)."""
     volumes: list[dict[str, Any]] = [
         {"name": "config", "configMap": {"name": names.config}},
         {"name": "tmp", "emptyDir": {}},
@@ -422,6 +421,46 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: naming.Names, 
         {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
         {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}}]}})
     mounts.append({"name": "sa-token", "mountPath": podtemplate.SA_TOKEN_DIR, "readOnly": True})
+    return volumes, mounts
+
+
+def _driver_container(spec: s.ModelServingSpec, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The driver's main container: the runtime, its ports, probes and hardening."""
+    resources = {"cpu": spec.spark.driver.cpu, "memory": spec.spark.driver.memory}
+    return {
+        "name": DRIVER_CONTAINER,
+        "image": spec.spark.image,
+        "imagePullPolicy": spec.spark.image_pull_policy,
+        # PySpark starts spark-submit in client mode against spark.master (the in-cluster
+        # API server) from inside this process: the same entry point as a local run.
+        "command": ["python", "-m", "scorestream.runtime", "--config", CONFIG_FILE],
+        "env": [
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {"name": "SPARK_USER", "value": "spark"},
+            {"name": "HOME", "value": "/tmp"},
+        ],
+        "ports": [
+            {"name": "http", "containerPort": naming.HTTP_PORT, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": naming.METRICS_PORT, "protocol": "TCP"},
+            {"name": "driver", "containerPort": naming.DRIVER_PORT, "protocol": "TCP"},
+            {"name": "blockmanager", "containerPort": naming.BLOCK_MANAGER_PORT, "protocol": "TCP"},
+            *_spark_ui_port(spec, containerPort=naming.SPARK_UI_PORT),
+        ],
+        "resources": {"requests": resources, "limits": resources},
+        "startupProbe": {"httpGet": {"path": "/healthz", "port": "metrics"},
+                         "periodSeconds": 5, "failureThreshold": 60},
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"},
+                          "periodSeconds": 10, "failureThreshold": 6},
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "metrics"}, "periodSeconds": 5},
+        "securityContext": CONTAINER_SECURITY,
+        "volumeMounts": mounts,
+    }
+
+
+def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: naming.Names, config: JobConfig,
+                      run: bool) -> dict[str, Any]:
+    volumes, mounts = _driver_volumes(spec, names)
     pvc_spec: dict[str, Any] = {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": spec.checkpoint.size}},
@@ -450,35 +489,7 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: naming.Names, 
                 "automountServiceAccountToken": False,
                 "terminationGracePeriodSeconds": 120,
                 "securityContext": POD_SECURITY,
-                "containers": [{
-                    "name": DRIVER_CONTAINER,
-                    "image": spec.spark.image,
-                    "imagePullPolicy": spec.spark.image_pull_policy,
-                    # PySpark starts spark-submit in client mode against spark.master (the in-cluster
-                    # API server) from inside this process: the same entry point as a local run.
-                    "command": ["python", "-m", "scorestream.runtime", "--config", CONFIG_FILE],
-                    "env": [
-                        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                        {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-                        {"name": "SPARK_USER", "value": "spark"},
-                        {"name": "HOME", "value": "/tmp"},
-                    ],
-                    "ports": [
-                        {"name": "http", "containerPort": naming.HTTP_PORT, "protocol": "TCP"},
-                        {"name": "metrics", "containerPort": naming.METRICS_PORT, "protocol": "TCP"},
-                        {"name": "driver", "containerPort": naming.DRIVER_PORT, "protocol": "TCP"},
-                        {"name": "blockmanager", "containerPort": naming.BLOCK_MANAGER_PORT, "protocol": "TCP"},
-                        *_spark_ui_port(spec, containerPort=naming.SPARK_UI_PORT),
-                    ],
-                    "resources": {"requests": resources, "limits": resources},
-                    "startupProbe": {"httpGet": {"path": "/healthz", "port": "metrics"},
-                                     "periodSeconds": 5, "failureThreshold": 60},
-                    "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"},
-                                      "periodSeconds": 10, "failureThreshold": 6},
-                    "readinessProbe": {"httpGet": {"path": "/readyz", "port": "metrics"}, "periodSeconds": 5},
-                    "securityContext": CONTAINER_SECURITY,
-                    "volumeMounts": mounts,
-                }],
+                "containers": [_driver_container(spec, mounts)],
                 "volumes": volumes,
             },
         }, DRIVER_CONTAINER, podtemplate.DRIVER_VOLUMES),
