@@ -94,7 +94,7 @@ def test_bad_records_and_models_are_dead_lettered_or_rejected_with_reasons(servi
     # Labelled with the resource the job serves (its JobConfig's namespace and name).
     assert f'scorestream_records_total{{name="wine",namespace="test",outcome="dead_lettered"}} {float(len(bad))}' \
         in metrics
-    assert 'scorestream_model_info{dataType="wine",model="tree",name="wine",namespace="test",version="1"} 1.0' \
+    assert 'scorestream_model_info{data_type="wine",model="tree",name="wine",namespace="test",version="1"} 1.0' \
         in metrics
     assert "scorestream_scoring_latency_seconds_bucket" in metrics
     assert job.get("/healthz") == {"status": "ok"}
