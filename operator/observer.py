@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import time
 from typing import Any, TypeVar
 
@@ -189,12 +190,11 @@ class TopicsChecks:
         done = self._done.get(key)
         if done is not None and time.monotonic() - done[0] < self.ttl:
             return topics.TopicsReport(data_topic_exists=True, data_partitions=done[1])
+        # With spec.kafka.strimziTopics, Strimzi's Topic Operator makes the others (KafkaTopics).
+        check = (topics.check_data_topic if spec.kafka.strimzi_topics
+                 else functools.partial(topics.ensure_topics, models=models))
         try:
-            if spec.kafka.strimzi_topics:  # Strimzi's Topic Operator makes the others (KafkaTopics)
-                report = await kafkabound.call(deadline, "the topic check", topics.check_data_topic, spec.kafka, props)
-            else:
-                report = await kafkabound.call(deadline, "the topic check", topics.ensure_topics, spec.kafka, props,
-                                               models=models)
+            report = await kafkabound.call(deadline, "the topic check", check, spec.kafka, props)
         except kafkabound.KafkaUnreachable:
             report = topics.TopicsReport(error=topics.no_answer(spec.kafka, deadline.seconds), unreachable=True)
         if report.data_topic_exists and not report.error:
