@@ -96,7 +96,8 @@ class Buildah:
         args = [f"--build-arg={k}={v}" for k, v in {**build_args, **local_ca}.items()]
         mounts = [f"--volume={host}:{inside}:ro" for host, inside in LOCAL_CA_MOUNTS.items()] if local_ca else []
         # The host's network for RUN steps: they fetch from PyPI, Debian and Maven Central.
-        self("bud", "--layers", "--network=host", f"--pull={'true' if pull else 'never'}", "--target", target,
+        # --force-rm: a failed step leaves no working container mounted in the storage either.
+        self("bud", "--layers", "--force-rm", "--network=host", f"--pull={'true' if pull else 'never'}", "--target", target,
              "-t", ref, *args, *mounts, "-f", str(REPO / "Dockerfile"), str(REPO), capture=False)
 
     def save(self, ref: str, archive: Path) -> None:
