@@ -116,11 +116,11 @@ def cluster(tmp_path_factory):
     node = real_node.Node.network()
     cp = broker = None
     try:
-        cp = ControlPlane(address=real_node.HOST_ADDRESS, service_cidr=real_node.SERVICE_CIDR, fake_node=False).start()
+        cp = ControlPlane(address=node.host_address, service_cidr=real_node.SERVICE_CIDR, fake_node=False).start()
         node.start(cp)
         for archive in (f for f in files if f.name.endswith(".oci.tar")):
             node.import_image(archive)
-        broker = EmbeddedBroker(host=real_node.HOST_ADDRESS).start()
+        broker = EmbeddedBroker(host=node.host_address).start()
         (chart,) = (f for f in files if f.name.endswith(".tgz"))
         c = Cluster(cp, node, broker, cp.admin_config, chart)
         c.steps["cluster: control plane, node Ready, images imported, broker"] = time.monotonic() - started

@@ -17,13 +17,16 @@ however a test ends; the differences before and after are printed into the test 
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
+import sys
 import time
+import urllib.parse
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,8 +37,9 @@ from harness import cluster as kube_cluster
 from harness.cluster import ControlPlane
 
 NODE_NAME = "scorestream-node"
-HOST_ADDRESS = "198.19.0.1"  # this end of the pair: the API server and the broker listen here
-NODE_ADDRESS = "198.19.0.2"  # the node's InternalIP; CoreDNS listens here
+# The node's link is the first /30 of this /24 no address on the host holds yet: a node another run
+# left behind (or runs beside this one) keeps its own, and packets are never answered on the wrong link.
+LINK_NETWORK = "198.19.0.0/24"
 POD_CIDR = "198.19.64.0/24"
 SERVICE_CIDR = "198.19.96.0/24"
 CNI_BIN = Path("/usr/lib/cni")
@@ -177,13 +181,15 @@ def _kill_cgroup(cgroup: Path) -> None:
 # ----------------------------------------------------------------------------- the node
 @dataclass
 class Node:
-    """A node joined to `ControlPlane(address=HOST_ADDRESS, service_cidr=SERVICE_CIDR, fake_node=False)`."""
+    """A node joined to `ControlPlane(address=node.host_address, service_cidr=SERVICE_CIDR, fake_node=False)`."""
 
     cp: ControlPlane
     tag: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
     dir: Path | None = None
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     before: HostState | None = None
+    host_address: str = ""  # this end of the pair: the API server and the broker listen here
+    node_address: str = ""  # the node's InternalIP; CoreDNS listens here
     import_seconds: dict[str, float] = field(default_factory=dict)  # archive name -> seconds
 
     @property
@@ -206,18 +212,22 @@ class Node:
         why = missing()
         if why:
             raise Unavailable(why)
+        for stale in sweep_stale():
+            print(f"removed a node a killed run left behind: {stale}")
         node = cls(cp=None, **({"tag": tag} if tag else {}))  # type: ignore[arg-type]
         node.before = HostState.capture()
-        node.dir = Path(tempfile.mkdtemp(prefix="ss-node-", dir="/tmp"))
+        node.host_address, node.node_address = free_link_pair()
+        node.dir = Path(tempfile.mkdtemp(prefix=f"ss-node-{node.tag}-", dir="/tmp"))
+        (node.dir / OWNER_FILE).write_text(str(os.getpid()))
         try:
             host_link, node_link = f"ssn{node.tag}a", f"ssn{node.tag}b"
             _run("ip", "netns", "add", node.netns)
             _run("ip", "link", "add", host_link, "type", "veth", "peer", "name", node_link)
             _run("ip", "link", "set", node_link, "netns", node.netns)
-            _run("ip", "addr", "add", f"{HOST_ADDRESS}/30", "dev", host_link)
+            _run("ip", "addr", "add", f"{node.host_address}/30", "dev", host_link)
             _run("ip", "link", "set", host_link, "up")
-            for args in (("addr", "add", f"{NODE_ADDRESS}/30", "dev", node_link), ("link", "set", node_link, "up"),
-                         ("link", "set", "lo", "up"), ("route", "add", "default", "via", HOST_ADDRESS)):
+            for args in (("addr", "add", f"{node.node_address}/30", "dev", node_link), ("link", "set", node_link, "up"),
+                         ("link", "set", "lo", "up"), ("route", "add", "default", "via", node.host_address)):
                 node.ns("ip", *args)
             # The node routes its pods' packets (inside its namespace only) and passes bridged
             # traffic through iptables, as kube-proxy requires.
@@ -250,19 +260,20 @@ class Node:
         self._spawn("containerd", "containerd", "--config", str(self._containerd_config()))
         self._wait(lambda: self.socket.exists() and self.ctr("version", check=False).returncode == 0, timeout,
                    "containerd")
+        self._reach_api_server()
         self.import_image(self._pause_archive(bins["pause"]))
         self._spawn("kubelet", str(bins["kubelet"]), f"--config={self._kubelet_config()}",
                     f"--kubeconfig={kubeconfig}", f"--root-dir={d / 'kubelet'}", f"--hostname-override={NODE_NAME}",
-                    f"--node-ip={NODE_ADDRESS}", "--v=1")
+                    f"--node-ip={self.node_address}", "--v=1")
         self._spawn("kube-proxy", str(bins["kube-proxy"]), f"--kubeconfig={kubeconfig}",
                     f"--hostname-override={NODE_NAME}", f"--cluster-cidr={POD_CIDR}", "--proxy-mode=iptables",
                     # leave the host's conntrack table size and timeouts alone
                     "--conntrack-max-per-core=0", "--conntrack-tcp-timeout-established=0",
-                    "--conntrack-tcp-timeout-close-wait=0", f"--metrics-bind-address={NODE_ADDRESS}:10249",
-                    f"--healthz-bind-address={NODE_ADDRESS}:10256")
+                    "--conntrack-tcp-timeout-close-wait=0", f"--metrics-bind-address={self.node_address}:10249",
+                    f"--healthz-bind-address={self.node_address}:10256")
         corefile = d / "Corefile"
         corefile.write_text(f""".:53 {{
-    bind {NODE_ADDRESS}
+    bind {self.node_address}
     errors
     kubernetes cluster.local in-addr.arpa ip6.arpa {{
         kubeconfig {kubeconfig} test
@@ -277,6 +288,18 @@ class Node:
                    f"node {NODE_NAME} Ready")
         self._wait(lambda: self.cp.get("/api/v1/namespaces/default/serviceaccounts/default") is not None, timeout,
                    "the default ServiceAccount")
+
+    def _reach_api_server(self) -> None:
+        """Fail in seconds, saying why, when the node's namespace cannot reach the API server
+        (rather than after the kubelet's two minutes of `i/o timeout`)."""
+        url = urllib.parse.urlsplit(self.cp.server)
+        probe = f"import socket; socket.create_connection(({url.hostname!r}, {url.port}), timeout=5).close()"
+        res = subprocess.run(["nsenter", f"--net=/run/netns/{self.netns}", "--", sys.executable, "-c", probe],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            routes = _run("ip", "-o", "route", "show", "to", "match", url.hostname, check=False).stdout
+            raise RuntimeError(f"the node's namespace cannot reach the API server at {url.netloc}: "
+                               f"{res.stderr.strip().splitlines()[-1:]}\nthe host's routes to it:\n{routes}")
 
     def _cgroup_root(self) -> None:
         """The pods' cgroup root, in every hierarchy: the kubelet requires it to exist. A v1
@@ -294,7 +317,7 @@ class Node:
         """The kubelet's serving certificate for its address, from the control plane's CA, so the
         API server verifies it (`kubectl logs`)."""
         d, ca = self.dir, self.cp.dir
-        (d / "kubelet.ext").write_text(f"subjectAltName=IP:{NODE_ADDRESS},DNS:{NODE_NAME}\nextendedKeyUsage=serverAuth\n")
+        (d / "kubelet.ext").write_text(f"subjectAltName=IP:{self.node_address},DNS:{NODE_NAME}\nextendedKeyUsage=serverAuth\n")
         kube_cluster._openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "kubelet.key", "-out", "kubelet.csr",
                               "-subj", f"/CN={NODE_NAME}", cwd=d)
         kube_cluster._openssl("x509", "-req", "-in", "kubelet.csr", "-CA", str(ca / "ca.crt"), "-CAkey", str(ca / "ca.key"),
@@ -346,11 +369,11 @@ class Node:
             "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
                                "x509": {"clientCAFile": str(self.cp.dir / "ca.crt")}},
             "authorization": {"mode": "Webhook"},
-            "address": NODE_ADDRESS, "healthzBindAddress": NODE_ADDRESS,
+            "address": self.node_address, "healthzBindAddress": self.node_address,
             "tlsCertFile": str(d / "kubelet.crt"), "tlsPrivateKeyFile": str(d / "kubelet.key"),
             "cgroupDriver": "cgroupfs", "cgroupRoot": self.cgroup_root, "cgroupsPerQOS": True,
             "containerRuntimeEndpoint": f"unix://{self.socket}",
-            "clusterDNS": [NODE_ADDRESS], "clusterDomain": "cluster.local", "resolvConf": str(resolv),
+            "clusterDNS": [self.node_address], "clusterDomain": "cluster.local", "resolvConf": str(resolv),
             "podLogsDir": str(d / "pods"), "failSwapOn": False,
             "podCIDR": POD_CIDR, "maxPods": 50, "serializeImagePulls": False,
             # The images are imported, never pulled; no eviction or image GC on a test VM's disk.
@@ -425,8 +448,7 @@ class Node:
             mounts = [l.split()[4] for l in Path("/proc/self/mountinfo").read_text().splitlines()]
             for mount in sorted((m for m in mounts if m.startswith(str(self.dir))), key=len, reverse=True):
                 _run("umount", "-l", mount, check=False)
-        _run("ip", "netns", "del", self.netns, check=False)  # its links, bridge, rules and routes with it
-        _run("ip", "link", "del", f"ssn{self.tag}a", check=False)
+        _remove_network(self.tag)
         left = []
         if self.before is not None:
             self.before.restore(self.cgroup_root)
@@ -438,6 +460,62 @@ class Node:
         if self.dir is not None and not os.environ.get("SCORESTREAM_KEEP_CLUSTER"):
             shutil.rmtree(self.dir, ignore_errors=True)
         return left
+
+
+# ----------------------------------------------------------------------------- links, and what killed runs leave
+OWNER_FILE = "owner.pid"  # the pid of the test process that made the node
+
+
+def free_link_pair() -> tuple[str, str]:
+    """(host end, node end) of the first /30 in LINK_NETWORK that no address on the host is in."""
+    held = [ipaddress.ip_interface(word) for line in _run("ip", "-o", "-4", "addr").stdout.splitlines()
+            for word in line.split()[3:4]]
+    for subnet in ipaddress.ip_network(LINK_NETWORK).subnets(new_prefix=30):
+        if not any(i.ip in subnet or subnet.overlaps(i.network) for i in held):
+            host, node = list(subnet.hosts())
+            return str(host), str(node)
+    raise Unavailable(f"every /30 of {LINK_NETWORK} is held by an address on this host")
+
+
+def _remove_network(tag: str) -> None:
+    _run("ip", "netns", "del", f"ssnode-{tag}", check=False)  # its links, bridge, rules and routes with it
+    _run("ip", "link", "del", f"ssn{tag}a", check=False)
+
+
+def sweep_stale() -> list[str]:
+    """Remove the nodes whose test process is gone (a run killed before `stop()`): their mounts,
+    namespace, link, cgroup root and directory. A node still being made or running has a live owner."""
+    removed = []
+    for line in _run("ip", "netns", "list", check=False).stdout.splitlines():
+        name = line.split()[0] if line.split() else ""
+        if not name.startswith("ssnode-"):
+            continue
+        tag = name.removeprefix("ssnode-")
+        dirs = list(Path("/tmp").glob(f"ss-node-{tag}-*"))
+        if _run("ip", "netns", "pids", name, check=False).stdout.strip() or any(_owner_alive(d) for d in dirs):
+            continue
+        mounts = [l.split()[4] for l in Path("/proc/self/mountinfo").read_text().splitlines()]
+        for d in dirs:
+            for mount in sorted((m for m in mounts if m.startswith(f"{d}/")), key=len, reverse=True):
+                _run("umount", "-l", mount, check=False)
+            shutil.rmtree(d, ignore_errors=True)
+        _remove_network(tag)
+        for cgroup in sorted((c for c in _cgroups() if f"/scorestream-node-{tag}" in c), key=len, reverse=True):
+            _kill_cgroup(Path(cgroup))
+            try:
+                os.rmdir(cgroup)
+            except OSError:
+                pass
+        removed.append(name)
+    return removed
+
+
+def _owner_alive(node_dir: Path) -> bool:
+    try:
+        os.kill(int((node_dir / OWNER_FILE).read_text()), 0)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _tree_rss(pid: int, children: bool = True) -> int:
