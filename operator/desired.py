@@ -254,8 +254,8 @@ class Observations:
     """What the desired objects depend on besides the resource's own spec."""
 
     data_topic_missing: bool = False  # no driver until it exists: it would only crash-loop
-    # No driver while a Secret it mounts is missing (it would not start) or its KafkaTopics are
-    # not Ready (it would write to topics that are not there).
+    # No driver started while a Secret it mounts is missing (it would not start) or its KafkaTopics
+    # are not Ready (it would write to topics that are not there): `status.holds_driver`.
     kafka_waiting: bool = False
     stable_spec: dict[str, Any] | None = None  # a failed upgrade runs the last stable spec instead
 

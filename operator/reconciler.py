@@ -211,7 +211,7 @@ async def _reconcile(ctx: Context, body: Body, previous: status.Status, logger: 
         (kopf.warn if verdict.event[0] == "UpgradeRolledBack" else kopf.info)(
             body, reason=verdict.event[0], message=verdict.event[1][:1000])
     seen = desired.Observations(data_topic_missing=observed.data_topic_exists is False, stable_spec=verdict.run_spec,
-                                kafka_waiting=bool(observed.credentials_error or observed.topics_waiting))
+                                kafka_waiting=status.holds_driver(observed))
     try:
         await _apply(ctx, body, desired.desired_state(body, seen, desired.Settings.of(ctx.config)), logger, trigger)
     except (KubeError, NotOwned) as e:

@@ -239,10 +239,25 @@ def phase_and_health(observed: Observed) -> Health:
         health = Health(health.phase, health.ready, health.progressing,
                         Finding("True", Reason.KAFKA_UNREACHABLE if observed.kafka_unreachable
                                 else Reason.TOPICS_UNAVAILABLE, observed.topics_error))
+    if not holds_driver(observed) and health.degraded.status == "False" and observed.credentials_error:
+        health = Health(health.phase, health.ready, health.progressing,
+                        Finding("True", Reason.KAFKA_CREDENTIALS_MISSING, observed.credentials_error))
+    elif not holds_driver(observed) and health.degraded.status == "False" and observed.topics_waiting:
+        health = Health(health.phase, health.ready, health.progressing,
+                        Finding("True", Reason.TOPICS_NOT_READY, observed.topics_waiting))
     if health.degraded.status == "True" and health.phase == "Pending":
         # the phase column must not say Pending while something is wrong
         health = Health("Degraded", health.ready, health.progressing, health.degraded)
     return health
+
+
+def holds_driver(observed: Observed) -> bool:
+    """Whether the driver is held back for Kafka: a Secret spec.kafka names is missing (the pod
+    would not start) or its KafkaTopics are not Ready. A driver already running keeps running: its
+    pod keeps the Secret it mounted, and its topics were there when it started; the resource says
+    Degraded instead."""
+    waiting = bool(observed.credentials_error or observed.topics_waiting)
+    return waiting and not (observed.driver.exists and not observed.driver.terminating)
 
 
 def not_ready_reason(findings: Mapping[s.ConditionType, Finding]) -> str:
@@ -271,11 +286,11 @@ def _job_health(observed: Observed) -> Health:
         msg = f"data topic {spec.kafka.data_topic!r} does not exist on {spec.kafka.bootstrap_servers}; retrying"
         return Health("Pending", Finding("False", Reason.DATA_TOPIC_MISSING, msg),
                       Finding("True", Reason.DATA_TOPIC_MISSING, msg), Finding("False", Reason.DATA_TOPIC_MISSING, msg))
-    if observed.credentials_error:
+    if holds_driver(observed) and observed.credentials_error:
         return Health("Pending", Finding("False", Reason.KAFKA_CREDENTIALS_MISSING, observed.credentials_error),
                       Finding("False", Reason.KAFKA_CREDENTIALS_MISSING, observed.credentials_error),
                       Finding("True", Reason.KAFKA_CREDENTIALS_MISSING, observed.credentials_error))
-    if observed.topics_waiting:
+    if holds_driver(observed):
         return Health("Pending", Finding("False", Reason.TOPICS_NOT_READY, observed.topics_waiting),
                       Finding("True", Reason.TOPICS_NOT_READY, observed.topics_waiting),
                       Finding("False", Reason.TOPICS_NOT_READY, observed.topics_waiting))

@@ -33,3 +33,30 @@ def test_brokers_that_do_not_answer_are_degraded_kafka_unreachable():
     assert (st["phase"], st["reason"]) == ("Degraded", "KafkaUnreachable")
     degraded = next(c for c in st["conditions"] if c["type"] == "Degraded")
     assert degraded["status"] == "True" and "did not answer within 3 s" in degraded["message"]
+
+
+MISSING = "Secret ml/alice (kafka.authentication) does not exist"
+
+
+def test_a_missing_kafka_secret_holds_back_a_driver_not_yet_started():
+    st = computed(PMML, credentials_error=MISSING)["status"]
+    assert (st["phase"], st["reason"]) == ("Degraded", "KafkaCredentialsMissing")
+    seen = status.recorded(computed(PMML, credentials_error=MISSING))
+    assert seen.kafka_waiting  # drift repair renders no driver either
+
+
+def test_a_kafka_secret_gone_from_under_a_running_driver_leaves_it_running_and_degraded():
+    # The pod keeps the Secret it mounted; scaling it to zero would stop a job that works.
+    body = computed(PMML, credentials_error=MISSING, **RUNNING)
+    st = body["status"]
+    ready, degraded = (next(c for c in st["conditions"] if c["type"] == t) for t in ("Ready", "Degraded"))
+    assert ready["status"] == "True" and (degraded["status"], degraded["reason"]) == ("True", "KafkaCredentialsMissing")
+    assert MISSING in degraded["message"] and st["reason"] == "KafkaCredentialsMissing"
+    assert not status.recorded(body).kafka_waiting  # drift repair keeps the driver
+
+
+def test_kafka_topics_no_longer_ready_leave_a_running_driver_running():
+    body = computed(PMML, topics_waiting="KafkaTopic predictions-ml is not Ready", **RUNNING)
+    degraded = next(c for c in body["status"]["conditions"] if c["type"] == "Degraded")
+    assert (degraded["status"], degraded["reason"]) == ("True", "TopicsNotReady")
+    assert not status.recorded(body).kafka_waiting

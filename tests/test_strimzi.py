@@ -354,3 +354,9 @@ async def test_kafka_topics_are_made_and_the_job_waits_for_them_to_be_ready(api,
 
         out = await asyncio.to_thread(read_topic, broker.bootstrap, names["outputTopic"], n)
         assert len(out) == n
+        # The KafkaUser's Secret goes away under the running job (a KafkaUser recreated): the
+        # driver keeps what it mounted and keeps running; the resource says so.
+        api.request("DELETE", api.path("v1/secrets", "alice"))
+        await until(lambda: condition(api, "wine", "Degraded").get("reason") == "KafkaCredentialsMissing", timeout=30,
+                    what="Degraded=True KafkaCredentialsMissing")
+        assert obj(api, "apps/v1/statefulsets", "wine-driver")["spec"]["replicas"] == 1
