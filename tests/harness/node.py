@@ -50,9 +50,10 @@ VOLATILE_SYSCTLS = ("kernel.random.", "fs.dentry-state", "fs.inode-", "fs.file-n
                     "kernel.pty.nr", "fs.aio-nr", "fs.quota.", "net.netfilter.nf_conntrack_count",
                     "kernel.perf_event_max_sample_rate", "fs.binfmt_misc.", "net.ipv4.tcp_mem", "net.ipv4.udp_mem",
                     "kernel.sched_domain.", "vm.stat_refresh", "fs.fanotify.", "fs.inotify.")
-# What other tests running beside the node change on the host meanwhile (tests/harness/netns.py's hosts,
-# buildah's image mounts): printed, not held against the node.
-FOREIGN = ("/run/netns/ss-", "link added: ss-", "link removed: ss-", "/images/storage/overlay")
+# What others change on the host meanwhile: tests beside the node (tests/harness/netns.py's hosts,
+# buildah's image mounts) and a sandbox's process manager, which makes a cgroup per command it runs
+# (`process_api`): printed, not held against the node.
+FOREIGN = ("/run/netns/ss-", "link added: ss-", "link removed: ss-", "/images/storage/overlay", "/process_api/")
 # Paths the kubelet and kube-proxy write on any host, whatever their flags say.
 HOST_PATHS = (Path("/var/log/containers"), Path("/var/log/pods"), Path("/run/xtables.lock"), Path("/var/lib/kubelet"))
 
