@@ -103,6 +103,18 @@ class Buildah:
     def save(self, ref: str, archive: Path) -> None:
         self("push", "--quiet", ref, f"oci-archive:{archive}:{ref}")
 
+    def prune(self) -> int:
+        """Remove the images no tag leads to any more (earlier builds' results and the layers
+        only they used); the layers the tagged images are built from stay, for the next build.
+        An image's parent is dangling only once its child is gone: a pass per generation."""
+        removed = 0
+        for _ in range(50):
+            gone = [l for l in self("rmi", "--prune").splitlines() if l.strip()]
+            if not gone:
+                break
+            removed += len(gone)
+        return removed
+
 
 class Docker:
     def __call__(self, *args: str, capture: bool = True) -> str:
@@ -129,6 +141,9 @@ class Docker:
         with tempfile.TemporaryDirectory() as tmp:
             self("save", "-o", f"{tmp}/image.tar", ref)
             _run("skopeo", "copy", f"docker-archive:{tmp}/image.tar", f"oci-archive:{archive}:{ref}")
+
+    def prune(self) -> int:
+        return len([l for l in self("image", "prune", "--force").splitlines() if l.startswith("deleted:")])
 
 
 # A machine whose TLS goes through an inspecting proxy trusts that proxy's CA locally
@@ -244,7 +259,7 @@ def build(targets: list[str], base: str | None = None) -> dict[str, Path]:
     base_id = base_ref if pull else debian_base(eng)
     build_args = {"BASE_IMAGE": base_ref, "VERSION": VERSION}
     cache().mkdir(parents=True, exist_ok=True)
-    out = {}
+    out, built = {}, False
     for target in targets:
         image = IMAGES[target]
         archive = archive_path(image, inputs_digest(target, build_args, base_id))
@@ -256,12 +271,16 @@ def build(targets: list[str], base: str | None = None) -> dict[str, Path]:
             eng.save(image.ref, partial)
             partial.replace(archive)
             print(f"built {image.ref} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+            built = True
             # a gigabyte or more each: an image keeps its newest archive only
             for older in cache().glob(f"{image.name}-{VERSION}-*.oci.tar*"):
                 if not older.name.startswith(archive.name):
                     older.unlink(missing_ok=True)
         out[target] = archive
         print(f"{image.ref:<45} {human(unpacked_size(archive)):>9} unpacked  {human(archive.stat().st_size):>9} archive  {archive}")
+    if built:
+        # Each build leaves the one before it untagged: gigabytes a build, kept only by the storage.
+        print(f"removed {eng.prune()} images no tag uses any more", file=sys.stderr)
     return out
 
 
