@@ -139,17 +139,23 @@ class Kube:
 
     async def create(self, obj: dict[str, Any]) -> bool:
         """Create `obj` if no object of its name exists: True if created, False if ours was there
-        (left as it is; NotOwned if another's). For what must be made once, such as a random token."""
+        (left as it is; NotOwned if another's). For what must be made once, such as a random token:
+        it is there on every call but the first, so it is read first (one request, not a refused
+        create and a read)."""
         meta = obj["metadata"]
-        status, data = await self.request("POST", path(obj["apiVersion"], obj["kind"], meta["namespace"]), obj)
-        if status == 409:
+        current = await self.get(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
+        if current is None:
+            status, data = await self.request("POST", path(obj["apiVersion"], obj["kind"], meta["namespace"]), obj)
+            if status != 409:
+                if status >= 300:
+                    raise KubeError(status, data.get("message", ""))
+                return True
+            # made meanwhile by another writer
             current = await self.get(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"])
-            if current is not None:
-                self._check_owner(current, obj)  # another's object of our name is never taken as ours
-                return False
-        if status >= 300:
-            raise KubeError(status, data.get("message", ""))
-        return True
+            if current is None:
+                raise KubeError(status, data.get("message", ""))
+        self._check_owner(current, obj)  # another's object of our name is never taken as ours
+        return False
 
     async def delete(self, api_version: str, kind: str, namespace: str, name: str) -> bool:
         """Delete with the object's grace period (a pod gets SIGTERM); False if it was gone."""
