@@ -42,6 +42,13 @@ _UNADDRESSED_OWN_TOPIC = (
 _UNADDRESSED_MESSAGE = (f"acceptUnaddressedModels needs a modelsTopic of your own, not the shared"
                         f" default {DEFAULT_MODELS_TOPIC!r}")
 
+# The per-namespace models topics are the operator's: a tenant's ACLs refuse its job a write there,
+# so a spec naming one for data, output or dead letters is refused where it is written.
+_NOT_MODELS_PREFIX = " && ".join(f"!self.{field}.startsWith('{naming.MODELS_TOPIC_PREFIX}')"
+                                 for field in ("dataTopic", "outputTopic", "deadLetterTopic"))
+_NOT_MODELS_PREFIX_MESSAGE = (f"dataTopic, outputTopic and deadLetterTopic may not start with"
+                              f" {naming.MODELS_TOPIC_PREFIX!r}: those are the operator's models topics")
+
 _KEYLESS_OWN_TOPIC = (
     "!has(self.keylessModels) || !(self.keylessModels.topic in [self.dataTopic, self.outputTopic,"
     f" self.deadLetterTopic, '{DEFAULT_MODELS_TOPIC}'] || (has(self.modelsTopic)"
@@ -78,6 +85,9 @@ class KafkaTopics(Strict):
         }, {
             "rule": _KEYLESS_OWN_TOPIC,
             "message": _KEYLESS_MESSAGE,
+        }, {
+            "rule": _NOT_MODELS_PREFIX,
+            "message": _NOT_MODELS_PREFIX_MESSAGE,
         }]},
     )
 
@@ -114,6 +124,9 @@ class KafkaTopics(Strict):
             raise ValueError("dataTopic must differ from outputTopic, deadLetterTopic and modelsTopic")
         if self.output_topic == self.dead_letter_topic:
             raise ValueError("outputTopic and deadLetterTopic must differ")
+        if any(t.startswith(naming.MODELS_TOPIC_PREFIX) for t in (self.data_topic, self.output_topic,
+                                                                   self.dead_letter_topic)):
+            raise ValueError(_NOT_MODELS_PREFIX_MESSAGE)
         if self.accept_unaddressed_models and self.models_topic == DEFAULT_MODELS_TOPIC:
             raise ValueError(_UNADDRESSED_MESSAGE)
         if self.keyless_models is not None and self.keyless_models.topic in (

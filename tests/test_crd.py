@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from scorestream import naming
 from scorestream.operator import crd
 from scorestream.operator.spec import API_VERSION, KIND, ModelServingSpec, transition_errors
 
@@ -157,8 +158,8 @@ def invalid_case(data) -> tuple[dict, dict | None, str, str]:
     """One invalid resource: (object, the object it updates or None, the kind of fault, the word the
     refusal must name). The real API server replays the same cases (tests/test_user_paths.py)."""
     obj = copy.deepcopy(EXAMPLE)
-    kind = data.draw(st.sampled_from(["field", "same-topic", "name", "immutable-dataType", "immutable-checkpoint",
-                                      "real-time", "exactly-once"]))
+    kind = data.draw(st.sampled_from(["field", "same-topic", "models-prefix", "name", "immutable-dataType",
+                                      "immutable-checkpoint", "real-time", "exactly-once"]))
     old = None
     if kind == "field":
         path, values, word = data.draw(st.sampled_from(SPEC_MUTATIONS))
@@ -167,6 +168,10 @@ def invalid_case(data) -> tuple[dict, dict | None, str, str]:
         (other,) = data.draw(st.sampled_from(SAME_TOPIC))
         obj["spec"]["kafka"][other] = obj["spec"]["kafka"]["dataTopic"]
         word = "dataTopic must differ"
+    elif kind == "models-prefix":
+        other = data.draw(st.sampled_from(["dataTopic", "outputTopic", "deadLetterTopic"]))
+        obj["spec"]["kafka"][other] = naming.MODELS_TOPIC_PREFIX + data.draw(st.sampled_from(["ml", "team-b", "x.y"]))
+        word = "those are the operator's models topics"
     elif kind == "name":
         obj["metadata"]["name"] = data.draw(
             st.text(min_size=51, max_size=70, alphabet="abc-") | st.sampled_from(["1wine", "Wine", "wine_1", "wine-"]))
