@@ -3,7 +3,9 @@ executors in their own JVMs. Through kill -9 of the driver, kill -9 of an execut
 executor (SIGSTOP, then SIGCONT after its tasks were given to another), a stateless upgrade and a
 rescale, a read_committed consumer sees every input offset exactly once across the output and
 dead-letter topics; a producer holding a partition's transactional id from before a restart is
-fenced by the restarted job.
+fenced by the restarted job. The same with trigger realTime (a transaction per partition and
+real-time batch): kill -9 of the job in local mode, and on the cluster kill -9 of the driver, a
+fenced producer, kill -9 of an executor and a stateless upgrade.
 
 SCORESTREAM_EO_RECORDS sets the stream's size (CI: 60,000; the issue's full run: 200,000).
 """
@@ -253,3 +255,88 @@ def test_exactly_once_through_kills_a_zombie_an_upgrade_and_a_rescale(serving, c
                            for p in work.glob("app-*/*/stderr"))
     print(f"\nexactly-once: {n} records in {took:.0f}s, 0 missing, 0 duplicated; {'; '.join(steps)};"
           f" executor logs naming a fenced producer: {fenced_executors}")
+
+
+@pytest.mark.timeout(1800)
+def test_exactly_once_in_real_time_mode_on_a_standalone_cluster(serving, cluster):
+    """trigger realTime with executors in their own JVMs (the writer crosses to them in the task):
+    kill -9 of the driver, a producer from before the restart fenced, kill -9 of an executor, a
+    stateless upgrade; a read_committed consumer sees every input offset once."""
+    s = serving(partitions=2, delivery="exactlyOnce")
+    s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml()))
+    # A slot per partition: two executors of one core.
+    spark = {"master": cluster.master, "conf": eo_conf(2), "trigger": "realTime", "triggerInterval": "5s"}
+    stream = Stream(s, total=10**9, chunk=50, pause=0.05, broken_every=997)  # ~1,000 records/s
+    steps: list[str] = []
+
+    def more(records: int, timeout: float = 300) -> None:
+        at = committed(s)
+        wait_until(lambda: committed(s) >= at + records, timeout=timeout, what=f"{records} more committed")
+
+    job = s.start(spark=spark).wait_ready(timeout=300)
+    stream.start()
+    try:
+        # 1. kill -9 of the driver mid-batch (its executors go with it).
+        more(3000)
+        time.sleep(2.5)
+        job.kill()
+        steps.append(f"driver killed at {committed(s)}")
+
+        # A producer holding partition 0's transactional id, a transaction open: fenced by the restart.
+        zombie = Producer({"bootstrap.servers": s.broker.bootstrap, "transactional.id":
+                           naming.transactional_prefix("test", s.name, s.topics["data"]) + "-0"})
+        zombie.init_transactions(30)
+        zombie.begin_transaction()
+        zombie.produce(s.topics["out"], key=b"zombie", value=b"{}")
+        zombie.flush(10)
+        job = s.start(spark=spark).wait_ready(timeout=300)
+        at = committed(s, [0])
+        wait_until(lambda: committed(s, [0]) > at, timeout=300, what="partition 0 written after the restart")
+        with pytest.raises(KafkaException) as fenced:
+            zombie.commit_transaction(30)
+        steps.append(f"old producer fenced: {fenced.value.args[0].name()}")
+        zombie = None
+
+        # 2. kill -9 of an executor mid-batch. A real-time batch needs every partition's task at
+        # once: Spark retries the lost task when a slot is free again, or the query fails and the
+        # driver exits, to be restarted (as its StatefulSet would).
+        more(3000)
+        time.sleep(2.5)
+        executors = executors_of_latest_app()
+        assert len(executors) == 2, executors
+        os.kill(executors[0], signal.SIGKILL)
+        steps.append(f"executor killed at {committed(s)}")
+        at = committed(s)
+        wait_until(lambda: committed(s) >= at + 3000 or job.proc.poll() is not None, timeout=600,
+                   what="records after the executor was lost, or the driver's exit")
+        if job.proc.poll() is not None:
+            steps.append(f"the driver exited ({job.proc.returncode}) and was restarted")
+            job = s.start(spark=spark).wait_ready(timeout=300)
+            more(3000)
+        else:
+            steps.append("the query went on")
+
+        # 3. An upgrade: a graceful stop, then a fresh checkpoint, starting from the group's offsets.
+        assert job.stop() == 0
+        s.checkpoint = str(s.workdir / "stateless-upgraded")
+        job = s.start(spark=spark, upgradeMode="stateless").wait_ready(timeout=300)
+        more(3000)
+        steps.append(f"upgraded at {committed(s)}")
+    finally:
+        sent = stream.stop()
+    assert stream.error is None, stream.error
+    wait_until(lambda: committed(s) >= sent, timeout=180, what="every record committed")
+    assert job.stop() == 0
+    out, dead = read_committed_positions(s, "out"), read_committed_positions(s, "dlq")
+    assert not any(k[0] == "zombie" for k in out), "a fenced producer's record became visible"
+    seen = out + dead
+    missing = {(i % 2, i // 2) for i in range(sent)} - set(seen)
+    duplicated = {k: c for k, c in seen.items() if c > 1}
+    assert not missing, f"{len(missing)} input offsets missing, e.g. {sorted(missing)[:5]}"
+    assert not duplicated, f"{len(duplicated)} input offsets seen more than once, e.g. {list(duplicated.items())[:5]}"
+    assert sum(dead.values()) == len(range(0, sent, 997))
+    uncommitted = read_committed_positions(s, "out", "read_uncommitted") + read_committed_positions(
+        s, "dlq", "read_uncommitted")
+    rewritten = sum(c - 1 for c in uncommitted.values())
+    print(f"\nreal-time exactly-once on a cluster: {sent} records, 0 missing, 0 duplicated; {'; '.join(steps)};"
+          f" {rewritten} records written again after aborted attempts (seen twice by read_uncommitted readers only)")
