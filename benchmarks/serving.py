@@ -56,7 +56,9 @@ class Job:
             "workDir": str(work / name / "job"),
             "delivery": delivery,
         })
-        # A real-time query writes each record as it is scored: no trigger interval to wait for.
+        # A real-time query writes each record as it is scored: no trigger interval to wait for
+        # (with exactlyOnce too: its records are appended as they are scored, and only become
+        # visible to read_committed readers as the batch's transaction commits).
         self.trigger_seconds = 0.0 if realtime else duration_seconds(config.spark.trigger_interval)
         self.process = JobProcess(config, work / name)
         self.started = 0.0

@@ -21,7 +21,9 @@ that every peer reads; the demo's decision tree (PMML) for every PMML peer. Part
                 at-least-once, and (K) with `processing.guarantee=exactly_once_v2`: throughput over
                 the data topic, then latency at half the at-least-once job's rate to when a
                 read_committed consumer receives each prediction (a transactional peer's records
-                are appended before their transaction commits); the ratios printed
+                are appended before their transaction commits); the same latency with
+                `spark.trigger: realTime`, exactly-once next to at-least-once (a transaction per
+                real-time batch commits at the batch's end); the ratios printed
   counting      what the serving statistics cost: the JVM scorer's counting and its drift histograms
                 per record, next to its decode + PMML4S + prediction record, in one warm JVM (jvm/)
 Rates from the broker's append times of each peer's output. Steady state: the records after the
@@ -228,6 +230,16 @@ def run(args) -> dict:
                 except Exception as e:
                     traceback.print_exc()
                     found[f"{name}-latency"] = e
+            # Real-time mode: latency only (its throughput is rt's), to a read_committed reader.
+            for name, delivery in (("rt-alo", "atLeastOnce"), ("rt-eo", "exactlyOnce")):
+                lat = f"eo-lat-{name}"
+                try:
+                    found[f"{name}-latency"] = paced_latency(
+                        b, lat, tree, lambda t, lat=lat, d=delivery: serving.Job(b, lat, t, work, realtime=True, delivery=d),
+                        rate, args, visible=True)
+                except Exception as e:
+                    traceback.print_exc()
+                    found[f"{name}-latency"] = e
             found["rate"] = rate
             return found
 
@@ -356,6 +368,25 @@ def report_eo(e: dict) -> None:
     if "eo" in p99:
         print("  p99 latency: " + "; ".join(f"exactlyOnce / {labels[key].split(',')[-1].strip()} {p99['eo'] / p99[key]:.2f}x"
                                            for key in ("alo", "K-eos") if key in p99))
+    report_rt_eo(e)
+
+
+def report_rt_eo(e: dict) -> None:
+    """The eo part's real-time rows: latency to a read_committed reader, exactly-once next to at-least-once."""
+    rt = {"rt-alo": "scorestream PMML realTime, atLeastOnce", "rt-eo": "scorestream PMML realTime, exactlyOnce"}
+    for key, label in rt.items():
+        lat = e.get(f"{key}-latency")
+        if lat is None:
+            continue
+        text = (f"failed: {str(lat).splitlines()[0][:90]}" if isinstance(lat, Exception) else
+                f"p50 {lat['p50']:>6,} ms   p99 {lat['p99']:>6,} ms   max {lat['max']:>6,} ms")
+        print(f"  {label:40}{'latency only':>16}   {text}")
+    rt_lat = [e.get(f"{key}-latency") for key in rt]
+    if all(isinstance(v, dict) for v in rt_lat):
+        alo, eo = rt_lat
+        print(f"  realTime, read_committed reader: exactlyOnce / atLeastOnce p50 {eo['p50'] / max(alo['p50'], 1):.1f}x,"
+              f" p99 {eo['p99'] / max(alo['p99'], 1):.1f}x (a real-time batch's transaction commits as the batch"
+              f" ends, {serving.REAL_TIME_BATCH} batches)")
 
 
 def _startup(v: dict) -> str:

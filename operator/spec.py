@@ -22,7 +22,6 @@ from scorestream.config import (
     BearerHosts,
     EXACTLY_ONCE_KAFKA,
     EXACTLY_ONCE_KAFKA_KEYS,
-    EXACTLY_ONCE_NO_REAL_TIME,
     EXACTLY_ONCE_NO_SPECULATION,
     GcsEndpoint,
     S3Endpoint,
@@ -710,7 +709,6 @@ class ModelServingSpec(DeliverySetting):
         _unless_real_time("!has(self.kafka.maxOffsetsPerTrigger)", REAL_TIME_NO_MAX_OFFSETS),
         _unless_real_time("!has(self.model) || self.model.format == 'pmml'", REAL_TIME_PMML_ONLY),
         _unless_real_time("!has(self.autoscaling)", REAL_TIME_NO_AUTOSCALING),
-        _unless_exactly_once("!has(self.spark.trigger) || self.spark.trigger != 'realTime'", EXACTLY_ONCE_NO_REAL_TIME),
         _unless_exactly_once("!has(self.spark.conf) || !('spark.speculation' in self.spark.conf)"
                              " || !self.spark.conf['spark.speculation'].matches('^[ \\t]*[Tt][Rr][Uu][Ee][ \\t]*$')",
                              EXACTLY_ONCE_NO_SPECULATION),

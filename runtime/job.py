@@ -223,7 +223,7 @@ class ServingJob:
             # Local mode's slots are what it started with; a cluster's grow as executors register.
             wait = SLOTS_TIMEOUT_SECONDS if self.executors.cluster else 0.0
             self.realtime.wait_for_slots(self.executors.task_slots, wait, self._stopping)
-            return self.realtime.start(self._source())
+            return self.realtime.start(self._source(), exactly_once.transactional_writer(self.spark, c))
         return (
             self._source()
             .writeStream.queryName(f"scorestream-{c.name}")

@@ -135,14 +135,15 @@ class BatchScorer:
             F.coalesce(fin.deadHeaders, F.col("doneHeaders")).alias("deadHeaders"),
         ).alias("r"))
 
-    def live(self, source: DataFrame, table: RoutingTable):
+    def live(self, source: DataFrame, table: RoutingTable, with_source: bool = False):
         """A real-time query's rows for Spark's Kafka sink, and the ``LiveTable`` their scorer takes
         each batch's routing table from (``runtime.realtime``). Rows of a draining batch are
-        dropped here: the scorer leaves their result empty."""
+        dropped here: the scorer leaves their result empty. ``with_source``: with the source's
+        partition and offset, for the exactly-once writer (``Scorer.sinkRowsWithSource``)."""
         holder = self._jvm.dev.scorestream.jvm.LiveTable(table.model_dump_json())
         scorer = self._scorer.live(holder, self._counts).withDrift(self._drift)
         scored = DataFrame(scorer.score(source._jdf), source.sparkSession)
-        return self.sink_rows(scored).where(F.col("topic").isNotNull()), holder
+        return self.sink_rows(scored, with_source).where(F.col("topic").isNotNull()), holder
 
     def drift(self) -> dict[str, ModelDrift]:
         """Per model version (``name:version``) with a baseline: its drift so far (``DriftCounts``)."""
@@ -158,12 +159,14 @@ class BatchScorer:
         """What the scorer counted since the last drain (a real-time query's batches)."""
         return BatchCounts.model_validate_json(self._counts.drain())
 
-    def sink_rows(self, scored: DataFrame) -> DataFrame:
-        """What Spark's Kafka sink writes of scored rows (``Scorer.sinkRows``): topic, key, value, headers."""
+    def sink_rows(self, scored: DataFrame, with_source: bool = False) -> DataFrame:
+        """What Spark's Kafka sink writes of scored rows (``Scorer.sinkRows``): topic, key, value,
+        headers; ``with_source``: and the source's partition and offset (``Scorer.sinkRowsWithSource``)."""
         limit = self._jvm.java.util.HashMap()
         for k, v in self.sink_options.items():
             limit.put(k, v)
-        return DataFrame(self._scorer.sinkRows(scored._jdf, self._scorer.maxRequestBytes(limit)), scored.sparkSession)
+        rows = self._scorer.sinkRowsWithSource if with_source else self._scorer.sinkRows
+        return DataFrame(rows(scored._jdf, self._scorer.maxRequestBytes(limit)), scored.sparkSession)
 
     def _write(self, scored: DataFrame) -> None:
         """Spark's Kafka sink, each row to the topic the scorer chose (``Scorer.write``); with
@@ -171,10 +174,7 @@ class BatchScorer:
         if self.transactional is None:
             self._scorer.write(scored._jdf, self.sink_options)
             return
-        limit = self._jvm.java.util.HashMap()
-        for k, v in self.sink_options.items():
-            limit.put(k, v)
-        self.transactional.write(self._scorer.sinkRowsWithSource(scored._jdf, self._scorer.maxRequestBytes(limit)))
+        self.transactional.write(self.sink_rows(scored, with_source=True)._jdf)
 
 
 SLOTS = ("primary", "shadow")

@@ -13,6 +13,11 @@ checkpointed. The job's promises rest on three other mechanisms here (README, de
 - **a stop**: the table drains, so the next batch writes nothing, and the query stops once that
   batch has begun; the restart reads again the batch that wrote nothing, and nothing is written
   twice.
+
+With ``delivery: exactlyOnce`` the rows go to ``TransactionalWriter`` instead of Spark's Kafka
+sink: each batch's task writes its partition in one Kafka transaction, committed with the data
+group's offset when the batch ends, so ``read_committed`` readers see predictions a batch at a
+time, and a batch read again after a kill writes only what no transaction committed.
 """
 
 from __future__ import annotations
@@ -64,16 +69,22 @@ class RealTimeQuery:
         if self.short_of_slots:
             log.error("%s", self.short_of_slots)
 
-    def start(self, source):
-        """The query: the data topic's records, scored, to Spark's Kafka sink."""
+    def start(self, source, transactional=None):
+        """The query: the data topic's records, scored, to Spark's Kafka sink; with
+        ``transactional`` (``delivery: exactlyOnce``, ``runtime.exactly_once.transactional_writer``),
+        to that foreach writer instead: a Kafka transaction per partition and batch."""
         c = self.config
         snap = self.registry.snapshot()
-        rows, self.holder = self.scorer.live(source, self.table_of(snap))
+        rows, self.holder = self.scorer.live(source, self.table_of(snap), with_source=transactional is not None)
         self._generation, self._unaccounted = snap.generation, [snap]
+        writer = rows.writeStream.queryName(f"scorestream-{c.name}")
+        if transactional is None:
+            writer = writer.format("kafka").options(**kafka_options.sink_options(c.kafka))
+        else:
+            # A JVM ForeachWriter, set as pyspark sets its own Python one (DataStreamWriter.foreach).
+            writer._jwrite.foreach(transactional)
         return (
-            rows.writeStream.queryName(f"scorestream-{c.name}")
-            .format("kafka")
-            .options(**kafka_options.sink_options(c.kafka))
+            writer
             .outputMode("update")  # the only mode a real-time query takes
             .option("checkpointLocation", c.checkpoint_location)
             .trigger(realTime=f"{round(c.spark.trigger_seconds() * 1000)} milliseconds")

@@ -295,13 +295,13 @@ class DeliverySetting(Strict):
     again, so a prediction or dead letter may appear twice. exactlyOnce: each task writes an input
     partition's predictions and dead letters in a Kafka transaction that also commits the data
     group's offset, so read_committed consumers see each exactly once through failures, retries,
-    upgrades and rescales (docs/adr/0026). Predictions become visible when their micro-batch
-    commits; it takes trigger processingTime, no spark.speculation, and leaves the producer's
-    transactional.id, acks and enable.idempotence and the consumer's isolation.level to the job."""
+    upgrades and rescales (docs/delivery.md). Predictions become visible to them when their
+    batch's transaction commits: about a trigger interval after their record arrived, also with
+    trigger realTime (a transaction per partition and real-time batch). It takes no
+    spark.speculation, and leaves the producer's transactional.id, acks and enable.idempotence
+    and the consumer's isolation.level to the job."""
 
 
-EXACTLY_ONCE_NO_REAL_TIME = ("delivery exactlyOnce takes trigger processingTime: a real-time query writes through"
-                             " Spark's own Kafka sink, which has no transactions")
 EXACTLY_ONCE_NO_SPECULATION = ("delivery exactlyOnce takes no spark.speculation: two attempts of one task would"
                                " fence each other's transactions in turn")
 # Kafka settings the transactional sink sets itself; another value would break the promise.
@@ -314,8 +314,6 @@ def check_delivery(delivery: str, spark: SparkTrigger, kafka: KafkaTopics) -> No
     """What the spec and the job config both refuse with exactlyOnce (CEL says the same in the CRD)."""
     if delivery != "exactlyOnce":
         return
-    if spark.real_time:
-        raise ValueError(EXACTLY_ONCE_NO_REAL_TIME)
     if spark.conf.get("spark.speculation", "false").strip(" \t").lower() == "true":  # as Spark reads it
         raise ValueError(EXACTLY_ONCE_NO_SPECULATION)
     if any(k in kafka.properties for k in EXACTLY_ONCE_KAFKA_KEYS):

@@ -24,7 +24,7 @@ def source_group_prefix(namespace: str, name: str) -> str:
 def transactional_prefix(namespace: str, name: str, data_topic: str) -> str:
     """The transactional ids of a ``delivery: exactlyOnce`` job's writers, one per data-topic
     partition (``<prefix>-<partition>``): the same in every run, attempt and executor, so a
-    writer fences every earlier one of its partition (docs/adr/0026)."""
+    writer fences every earlier one of its partition (docs/adr/0029)."""
     return f"{data_group(namespace, name)}.tx.{data_topic}"
 
 

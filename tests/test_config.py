@@ -82,7 +82,6 @@ def test_the_trigger_field_leaves_the_configuration_hash_of_existing_jobs_as_it_
 
 
 @pytest.mark.parametrize("change, word", [
-    ({"spark": {"trigger": "realTime", "triggerInterval": "5s"}}, "takes trigger processingTime"),
     ({"spark": {"conf": {"spark.speculation": " True"}}}, "takes no spark.speculation"),
     ({"kafka": {"properties": {"transactional.id": "mine"}}}, "sets the Kafka settings"),
 ])
@@ -94,6 +93,13 @@ def test_exactly_once_refuses_what_cannot_keep_it(change, word):
         parse_job_config(raw)
     del raw["delivery"]
     parse_job_config(raw)  # at-least-once takes each of them
+
+
+def test_exactly_once_takes_the_real_time_trigger():
+    raw = with_("delivery", "exactlyOnce")
+    raw["spark"] = {**raw.get("spark", {}), "trigger": "realTime", "triggerInterval": "5s"}
+    config = parse_job_config(raw)
+    assert config.exactly_once and config.spark.real_time
 
 
 def test_runtime_rejects_bad_config_at_start(tmp_path):

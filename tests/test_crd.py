@@ -190,11 +190,8 @@ def invalid_case(data) -> tuple[dict, dict | None, str, str]:
             word = "takes no autoscaling"
     elif kind == "exactly-once":
         obj["spec"]["delivery"] = "exactlyOnce"
-        fault = data.draw(st.sampled_from(["realTime", "speculation", "kafka"]))
-        if fault == "realTime":
-            obj["spec"]["spark"].update(trigger="realTime", triggerInterval="5s")
-            word = "exactlyOnce takes trigger processingTime"
-        elif fault == "speculation":
+        fault = data.draw(st.sampled_from(["speculation", "kafka"]))
+        if fault == "speculation":
             obj["spec"]["spark"].setdefault("conf", {})["spark.speculation"] = data.draw(
                 st.sampled_from(["true", "TRUE", " true"]))
             word = "exactlyOnce takes no spark.speculation"
@@ -241,6 +238,7 @@ def test_invalid_resources_are_rejected_with_a_message_naming_the_field():
     {"spark": {"image": "x", "trigger": "realTime", "triggerInterval": "5s"}},
     {"delivery": "exactlyOnce"}, {"delivery": "atLeastOnce", "spark": {"image": "x", "conf": {"spark.speculation": "true"}}},
     {"delivery": "exactlyOnce", "spark": {"image": "x", "conf": {"spark.speculation": "false"}}},
+    {"delivery": "exactlyOnce", "spark": {"image": "x", "trigger": "realTime", "triggerInterval": "5s"}},
 ])
 def test_valid_variations_are_admitted_by_both(change):
     obj = copy.deepcopy(EXAMPLE)

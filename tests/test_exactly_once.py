@@ -31,12 +31,12 @@ RECORDS = int(os.environ.get("SCORESTREAM_EO_RECORDS", "60000"))
 PARTITIONS = 4
 
 
-def read_committed_positions(s, which: str) -> Counter:
+def read_committed_positions(s, which: str, isolation: str = "read_committed") -> Counter:
     """(partition, offset) of each input found in the output or dead-letter topic, as a
     read_committed consumer sees them: what a transaction aborted, or a fenced producer left open,
-    never counts."""
+    never counts (``isolation="read_uncommitted"``: what such a reader would see)."""
     c = Consumer({"bootstrap.servers": s.broker.bootstrap, "group.id": "eo-check", "enable.auto.commit": False,
-                  "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+                  "isolation.level": isolation, "auto.offset.reset": "earliest"})
     seen: Counter = Counter()
     try:
         topic = s.topics[which]

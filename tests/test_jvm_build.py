@@ -80,13 +80,13 @@ def test_the_jar_is_found_by_the_digest_of_the_current_sources(monkeypatch, tmp_
 
 
 def test_the_junit_tests_pass():
-    """Records, RoutingTable, SafeXml, Protobuf, Verifier, LiveTable: `mvn -o test` (make setup's
+    """Records, RoutingTable, SafeXml, Protobuf, Verifier, LiveTable, PartitionTransactions: `mvn -o test` (make setup's
     build has cached every plugin and dependency)."""
     res = subprocess.run(["mvn", "-o", "-B", "-q", "-f", str(jvm.POM), "test"], capture_output=True, text=True)
     assert res.returncode == 0, (res.stdout + res.stderr)[-6000:]
     reports = list((jvm.MODULE / "target" / "surefire-reports").glob("TEST-*.xml"))
     counts = [ET.parse(r).getroot().attrib for r in reports]
     assert {r.name.removeprefix("TEST-dev.scorestream.jvm.").removesuffix("Test.xml") for r in reports} >= {
-        "Records", "RoutingTable", "SafeXml", "Protobuf", "Verifier", "LiveTable"}
+        "Records", "RoutingTable", "SafeXml", "Protobuf", "Verifier", "LiveTable", "PartitionTransactions"}
     assert sum(int(c["failures"]) + int(c["errors"]) for c in counts) == 0
     assert sum(int(c["tests"]) for c in counts) >= 40

@@ -161,11 +161,11 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
     return sinkRows(scored, maxRequestBytes, new Column[0]);
   }
 
-  /** As above, with the source's partition and offset: what {@link TransactionalSink} commits. */
+  /** As above, with the source's partition and offset: what {@link PartitionTransactions} commits. */
   public static Dataset<Row> sinkRowsWithSource(Dataset<Row> scored, int maxRequestBytes) {
-    return sinkRows(scored, maxRequestBytes, new Column[] {col(TransactionalSink.SOURCE_PARTITION),
-        col(TransactionalSink.SOURCE_OFFSET)}, col("partition").as(TransactionalSink.SOURCE_PARTITION),
-        col("offset").as(TransactionalSink.SOURCE_OFFSET));
+    return sinkRows(scored, maxRequestBytes, new Column[] {col(PartitionTransactions.SOURCE_PARTITION),
+        col(PartitionTransactions.SOURCE_OFFSET)}, col("partition").as(PartitionTransactions.SOURCE_PARTITION),
+        col("offset").as(PartitionTransactions.SOURCE_OFFSET));
   }
 
   private static Dataset<Row> sinkRows(Dataset<Row> scored, int maxRequestBytes, Column[] carried, Column... source) {

@@ -1,0 +1,147 @@
+"""delivery: exactlyOnce with trigger realTime, on real parts: a Kafka transaction per input
+partition and real-time batch (TransactionalWriter). kill -9 of the job in local mode; on Spark's
+standalone cluster, kill -9 of the driver, a producer from before the restart fenced, kill -9 of an
+executor and a stateless upgrade. A read_committed consumer sees every input offset exactly once
+across the output and dead-letter topics. A file of its own: the micro-batch tests take minutes
+too, and the suite's workers take a file each."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+
+from scorestream import naming
+from scorestream.tools.demo import models
+from harness.streaming import Stream, wait_until
+from test_exactly_once import committed, eo_conf, executors_of_latest_app, read_committed_positions
+
+pytestmark = [pytest.mark.spark, pytest.mark.broker]
+
+
+def test_kill_9_in_real_time_mode_writes_nothing_twice(serving):
+    """trigger realTime: a transaction per partition and real-time batch (TransactionalWriter).
+    kill -9 of the job while records flow, so a batch's transactions are open with records sent,
+    then a restart: read_committed readers see every input once; the killed batch's records,
+    written again by the restart, are the duplicates only a read_uncommitted reader sees."""
+    # local[2]: a task slot for each of the two partitions, as real-time mode needs.
+    s = serving(partitions=2, delivery="exactlyOnce", spark={"trigger": "realTime", "triggerInterval": "5s"})
+    s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml()))
+    job = s.start().wait_ready()
+    stream = Stream(s, total=10**9, chunk=50, pause=0.05, broken_every=997)  # ~1,000 records/s
+    stream.start()
+    try:
+        wait_until(lambda: committed(s) >= 3000, timeout=180, what="3,000 committed")
+        time.sleep(2.5)  # into the next batch: its transactions are open, records sent in them
+        job.kill()
+        at_kill = committed(s)
+        again = s.start().wait_ready()
+        wait_until(lambda: committed(s) >= at_kill + 3000, timeout=180, what="3,000 more committed after the restart")
+    finally:
+        sent = stream.stop()
+    assert stream.error is None, stream.error
+    wait_until(lambda: committed(s) >= sent, timeout=120, what="every record committed")
+    assert again.stop() == 0
+    out, dead = read_committed_positions(s, "out"), read_committed_positions(s, "dlq")
+    seen = out + dead
+    missing = {(i % 2, i // 2) for i in range(sent)} - set(seen)
+    duplicated = {k: c for k, c in seen.items() if c > 1}
+    assert not missing, f"{len(missing)} input offsets missing, e.g. {sorted(missing)[:5]}"
+    assert not duplicated, f"{len(duplicated)} input offsets seen more than once, e.g. {list(duplicated.items())[:5]}"
+    assert sum(dead.values()) == len(range(0, sent, 997))
+    uncommitted = read_committed_positions(s, "out", "read_uncommitted") + read_committed_positions(
+        s, "dlq", "read_uncommitted")
+    rewritten = sum(c - 1 for c in uncommitted.values())
+    assert rewritten > 0, "the kill landed between transactions: nothing was sent and aborted"
+    print(f"\nreal-time exactly-once kill -9: {sent} records, 0 missing, 0 duplicated for read_committed;"
+          f" killed at {at_kill} committed; {rewritten} records of the killed batch written again"
+          f" (seen twice by read_uncommitted readers only)")
+
+
+@pytest.mark.timeout(1800)
+def test_exactly_once_in_real_time_mode_on_a_standalone_cluster(serving, cluster):
+    """trigger realTime with executors in their own JVMs (the writer crosses to them in the task):
+    kill -9 of the driver, a producer from before the restart fenced, kill -9 of an executor, a
+    stateless upgrade; a read_committed consumer sees every input offset once."""
+    s = serving(partitions=2, delivery="exactlyOnce")
+    s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml()))
+    # A slot per partition: two executors of one core.
+    spark = {"master": cluster.master, "conf": eo_conf(2), "trigger": "realTime", "triggerInterval": "5s"}
+    stream = Stream(s, total=10**9, chunk=50, pause=0.05, broken_every=997)  # ~1,000 records/s
+    steps: list[str] = []
+
+    def more(records: int, timeout: float = 300) -> None:
+        at = committed(s)
+        wait_until(lambda: committed(s) >= at + records, timeout=timeout, what=f"{records} more committed")
+
+    job = s.start(spark=spark).wait_ready(timeout=300)
+    stream.start()
+    try:
+        # 1. kill -9 of the driver mid-batch (its executors go with it).
+        more(3000)
+        time.sleep(2.5)
+        job.kill()
+        steps.append(f"driver killed at {committed(s)}")
+
+        # A producer holding partition 0's transactional id, a transaction open: fenced by the restart.
+        zombie = Producer({"bootstrap.servers": s.broker.bootstrap, "transactional.id":
+                           naming.transactional_prefix("test", s.name, s.topics["data"]) + "-0"})
+        zombie.init_transactions(30)
+        zombie.begin_transaction()
+        zombie.produce(s.topics["out"], key=b"zombie", value=b"{}")
+        zombie.flush(10)
+        job = s.start(spark=spark).wait_ready(timeout=300)
+        at = committed(s, [0])
+        wait_until(lambda: committed(s, [0]) > at, timeout=300, what="partition 0 written after the restart")
+        with pytest.raises(KafkaException) as fenced:
+            zombie.commit_transaction(30)
+        steps.append(f"old producer fenced: {fenced.value.args[0].name()}")
+        zombie = None
+
+        # 2. kill -9 of an executor mid-batch. A real-time batch needs every partition's task at
+        # once: Spark retries the lost task when a slot is free again, or the query fails and the
+        # driver exits, to be restarted (as its StatefulSet would).
+        more(3000)
+        time.sleep(2.5)
+        executors = executors_of_latest_app(Path(cluster.workdir) / "work")
+        assert len(executors) == 2, executors
+        os.kill(executors[0], signal.SIGKILL)
+        steps.append(f"executor killed at {committed(s)}")
+        at = committed(s)
+        wait_until(lambda: committed(s) >= at + 3000 or job.proc.poll() is not None, timeout=600,
+                   what="records after the executor was lost, or the driver's exit")
+        if job.proc.poll() is not None:
+            steps.append(f"the driver exited ({job.proc.returncode}) and was restarted")
+            job = s.start(spark=spark).wait_ready(timeout=300)
+            more(3000)
+        else:
+            steps.append("the query went on")
+
+        # 3. An upgrade: a graceful stop, then a fresh checkpoint, starting from the group's offsets.
+        assert job.stop() == 0
+        s.checkpoint = str(s.workdir / "stateless-upgraded")
+        job = s.start(spark=spark, upgradeMode="stateless").wait_ready(timeout=300)
+        more(3000)
+        steps.append(f"upgraded at {committed(s)}")
+    finally:
+        sent = stream.stop()
+    assert stream.error is None, stream.error
+    wait_until(lambda: committed(s) >= sent, timeout=180, what="every record committed")
+    assert job.stop() == 0
+    out, dead = read_committed_positions(s, "out"), read_committed_positions(s, "dlq")
+    assert not any(k[0] == "zombie" for k in out), "a fenced producer's record became visible"
+    seen = out + dead
+    missing = {(i % 2, i // 2) for i in range(sent)} - set(seen)
+    duplicated = {k: c for k, c in seen.items() if c > 1}
+    assert not missing, f"{len(missing)} input offsets missing, e.g. {sorted(missing)[:5]}"
+    assert not duplicated, f"{len(duplicated)} input offsets seen more than once, e.g. {list(duplicated.items())[:5]}"
+    assert sum(dead.values()) == len(range(0, sent, 997))
+    uncommitted = read_committed_positions(s, "out", "read_uncommitted") + read_committed_positions(
+        s, "dlq", "read_uncommitted")
+    rewritten = sum(c - 1 for c in uncommitted.values())
+    print(f"\nreal-time exactly-once on a cluster: {sent} records, 0 missing, 0 duplicated; {'; '.join(steps)};"
+          f" {rewritten} records written again after aborted attempts (seen twice by read_uncommitted readers only)")
