@@ -51,7 +51,8 @@ def pytest_collection_modifyitems(config, items):
 # (`--no-loadscope-reorder`; xdist's own order is by number of tests). A file of few slow tests
 # handed out last keeps one worker busy while the other idles: the files that took longest in the
 # last run of the same selection go first (longest processing time first). Files without a time
-# (a fresh clone, a new file) go before them, most tests first, as xdist would order them.
+# (a fresh clone, a new file) go before them: those with tests out of the quick tier first (they
+# start brokers, Spark, API servers), then by number of tests, and the many short files fill the end.
 FILE_SECONDS = "scorestream/file-seconds"
 
 
@@ -63,14 +64,17 @@ def _longest_files_first(config, items) -> None:
     cache = getattr(config, "cache", None)
     seconds = cache.get(_selection(config), {}) if cache is not None else {}
     counts: dict[str, int] = {}
+    slow: set[str] = set()
     for item in items:
         path = item.nodeid.split("::")[0]
         counts[path] = counts.get(path, 0) + 1
+        if not item.get_closest_marker("quick"):
+            slow.add(path)
 
     def weight(item) -> tuple:
         path = item.nodeid.split("::")[0]
         known = seconds.get(path)
-        return (0, -counts[path], path) if known is None else (1, -known, path)
+        return (0, path not in slow, -counts[path], path) if known is None else (1, 0, -known, path)
 
     items.sort(key=weight)  # stable: a file's own tests keep their order
 
