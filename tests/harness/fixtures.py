@@ -52,7 +52,8 @@ def pytest_collection_modifyitems(config, items):
 # handed out last keeps one worker busy while the other idles: the files that took longest in the
 # last run of the same selection go first (longest processing time first). Files without a time
 # (a fresh clone, a new file) go before them: those with tests out of the quick tier first (they
-# start brokers, Spark, API servers), then by number of tests, and the many short files fill the end.
+# start brokers, Spark, API servers), the longest timeout a test of theirs is given first (what
+# their authors expect them to take), then by number of tests; the many short files fill the end.
 FILE_SECONDS = "scorestream/file-seconds"
 
 
@@ -65,16 +66,21 @@ def _longest_files_first(config, items) -> None:
     seconds = cache.get(_selection(config), {}) if cache is not None else {}
     counts: dict[str, int] = {}
     slow: set[str] = set()
+    timeouts: dict[str, float] = {}
     for item in items:
         path = item.nodeid.split("::")[0]
         counts[path] = counts.get(path, 0) + 1
         if not item.get_closest_marker("quick"):
             slow.add(path)
+        if (mark := item.get_closest_marker("timeout")) and mark.args:
+            timeouts[path] = max(timeouts.get(path, 0.0), float(mark.args[0]))
 
     def weight(item) -> tuple:
         path = item.nodeid.split("::")[0]
         known = seconds.get(path)
-        return (0, path not in slow, -counts[path], path) if known is None else (1, 0, -known, path)
+        if known is None:
+            return (0, path not in slow, -timeouts.get(path, 0.0), -counts[path], path)
+        return (1, 0, -known, 0, path)
 
     items.sort(key=weight)  # stable: a file's own tests keep their order
 
