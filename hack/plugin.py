@@ -120,7 +120,9 @@ def build(out: Path, base_url: str = DEFAULT_BASE_URL) -> tuple[Path, Path]:
         out.mkdir(parents=True, exist_ok=True)
         archive = out / f"kubectl-{NAME}-v{v}-{labels['os']}-{labels['arch']}.tar.gz"
         buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=9) as t:
+        # gzip's default level: 9 takes twice the time (8 s against 3.5 s here, the slowest step of
+        # the build, which the tests run) for an archive 1.6% smaller.
+        with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6) as t:
             for path in sorted(root.rglob("*")):
                 t.add(path, arcname=str(path.relative_to(root)), recursive=False, filter=_tar_filter)
         archive.write_bytes(buf.getvalue())

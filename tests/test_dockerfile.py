@@ -7,7 +7,10 @@ import re
 import subprocess
 import sys
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DOCKERFILE = (REPO / "Dockerfile").read_text()
@@ -129,34 +132,42 @@ def _install_dry_run(hashed: Path) -> subprocess.CompletedProcess:
                            "--require-hashes", "-r", str(hashed)], capture_output=True, text=True)
 
 
-def test_the_images_install_only_files_whose_hash_the_lock_records(tmp_path):
+@pytest.fixture(scope="module")
+def resolved(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, Path]]:
+    """The operator stage's resolution under three locks: the real one, one with kopf's hash
+    forged, one that does not pin multidict. Each is a pip dry run that waits seconds on the
+    index, so the three run at once."""
+    text = (REPO / "requirements.lock").read_text()
+    kopf = re.search(r"^kopf==\S+ --hash=sha256:([0-9a-f]{64})$", text, re.M)
+    locks = {"real": text, "forged": text.replace(kopf.group(1), "0" * 64),
+             "unpinned": "\n".join(line for line in text.splitlines() if not line.startswith("multidict==")) + "\n"}
+    folders = {}
+    for name, content in locks.items():
+        folders[name] = tmp_path_factory.mktemp(name)
+        (folders[name] / "requirements.lock").write_text(content)
+    with ThreadPoolExecutor(len(folders)) as pool:
+        runs = {name: pool.submit(_hashed, folder / "requirements.lock", folder) for name, folder in folders.items()}
+        return {name: run.result() for name, run in runs.items()}
+
+
+def test_the_images_install_only_files_whose_hash_the_lock_records(resolved):
     """#30 LOW: every package is hashed in the lock; the operator image's stage logic, run here
     (pip's dry run fetches each file and checks it): the hashed set is complete and matches what
     the index serves, and a lock with one hash changed is refused by pip."""
     lines = [line for line in (REPO / "requirements.lock").read_text().splitlines() if line and not line.startswith("#")]
     assert all(re.fullmatch(r"\S+==\S+ --hash=sha256:[0-9a-f]{64}", line) for line in lines), \
         [line for line in lines if "--hash=" not in line]
-    res, hashed = _hashed(REPO / "requirements.lock", tmp_path)
+    (res, hashed), (forged_res, forged) = resolved["real"], resolved["forged"]
     assert res.returncode == 0, res.stderr
     assert any(line.startswith("kopf==") for line in hashed.read_text().splitlines())
     assert "pyspark" not in hashed.read_text() and "tensorflow" not in hashed.read_text()
-    done = _install_dry_run(hashed)
+    assert forged_res.returncode == 0, forged_res.stderr
+    with ThreadPoolExecutor(2) as pool:  # the two dry runs wait on the index: at once
+        done, refused = pool.map(_install_dry_run, (hashed, forged))
     assert done.returncode == 0, done.stderr[-2000:]
-
-    forged = tmp_path / "forged"
-    forged.mkdir()
-    text = (REPO / "requirements.lock").read_text()
-    kopf = re.search(r"^kopf==\S+ --hash=sha256:([0-9a-f]{64})$", text, re.M)
-    (forged / "requirements.lock").write_text(text.replace(kopf.group(1), "0" * 64))
-    res, hashed = _hashed(forged / "requirements.lock", forged)
-    assert res.returncode == 0, res.stderr
-    refused = _install_dry_run(hashed)
     assert refused.returncode != 0 and "THESE PACKAGES DO NOT MATCH THE HASHES" in refused.stderr, refused.stderr[-2000:]
 
 
-def test_a_package_the_lock_does_not_pin_stops_the_image_build(tmp_path):
-    lock = tmp_path / "requirements.lock"
-    lock.write_text("\n".join(line for line in (REPO / "requirements.lock").read_text().splitlines()
-                              if not line.startswith("multidict==")) + "\n")
-    res, _ = _hashed(lock, tmp_path)
+def test_a_package_the_lock_does_not_pin_stops_the_image_build(resolved):
+    res, _ = resolved["unpinned"]
     assert res.returncode != 0 and "requirements.lock does not cover what the image installs: multidict" in res.stderr

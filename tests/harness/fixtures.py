@@ -35,15 +35,54 @@ if "TieredStopAtLevel" not in _submit_opts:  # a tier the caller chose stays
 # The quick tier (`make test-quick`, `pytest -m quick`): every test that needs none of these
 # fixtures and has none of these marks: no Spark, no Kafka broker, no API server, no job process,
 # no JVM of its own, no model trained.
-SLOW_FIXTURES = frozenset({"broker", "jvm_session", "kube", "serving", "wine_fixtures", "demo_models", "frozen_graph",
-                           "optimized", "artifacts"})
+SLOW_FIXTURES = frozenset({"broker", "acl_broker", "jvm_session", "kube", "serving", "wine_fixtures", "demo_models",
+                           "frozen_graph", "optimized", "artifacts"})
 SLOW_MARKS = ("spark", "broker", "jvm", "node")
 
 
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
     for item in items:
         if not SLOW_FIXTURES.intersection(item.fixturenames) and not any(map(item.get_closest_marker, SLOW_MARKS)):
             item.add_marker(pytest.mark.quick)
+    _longest_files_first(config, items)
+
+
+# `--dist loadfile` hands each worker a whole file, in the order of the collection
+# (`--no-loadscope-reorder`; xdist's own order is by number of tests). A file of few slow tests
+# handed out last keeps one worker busy while the other idles: the files that took longest in the
+# last run of the same selection go first (longest processing time first). Files without a time
+# (a fresh clone, a new file) go before them: those with tests out of the quick tier first (they
+# start brokers, Spark, API servers), the longest timeout a test of theirs is given first (what
+# their authors expect them to take), then by number of tests; the many short files fill the end.
+FILE_SECONDS = "scorestream/file-seconds"
+
+
+def _selection(config) -> str:
+    return f"{FILE_SECONDS}/{config.option.markexpr or 'all'}"
+
+
+def _longest_files_first(config, items) -> None:
+    cache = getattr(config, "cache", None)
+    seconds = cache.get(_selection(config), {}) if cache is not None else {}
+    counts: dict[str, int] = {}
+    slow: set[str] = set()
+    timeouts: dict[str, float] = {}
+    for item in items:
+        path = item.nodeid.split("::")[0]
+        counts[path] = counts.get(path, 0) + 1
+        if not item.get_closest_marker("quick"):
+            slow.add(path)
+        if (mark := item.get_closest_marker("timeout")) and mark.args:
+            timeouts[path] = max(timeouts.get(path, 0.0), float(mark.args[0]))
+
+    def weight(item) -> tuple:
+        path = item.nodeid.split("::")[0]
+        known = seconds.get(path)
+        if known is None:
+            return (0, path not in slow, -timeouts.get(path, 0.0), -counts[path], path)
+        return (1, 0, -known, 0, path)
+
+    items.sort(key=weight)  # stable: a file's own tests keep their order
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -288,6 +327,10 @@ def _file_times(terminalreporter, top: int = 12) -> None:
             if hasattr(report, "duration") and hasattr(report, "nodeid"):
                 path = report.nodeid.split("::")[0]
                 seconds[path] = seconds.get(path, 0.0) + report.duration
+    cache = getattr(terminalreporter.config, "cache", None)
+    if seconds and cache is not None and not terminalreporter.config.option.keyword:  # -k times part of a file
+        key = _selection(terminalreporter.config)
+        cache.set(key, {**cache.get(key, {}), **{p: round(s, 1) for p, s in seconds.items()}})
     if seconds:
         terminalreporter.section("slowest test files")
         for path, s in sorted(seconds.items(), key=lambda kv: -kv[1])[:top]:
