@@ -66,18 +66,35 @@ RENDER_CASES = [
 ]
 
 
+def _assert_refused(code: int, stdout: str, stderr: str, want_code: int, first: str) -> None:
+    assert "Traceback" not in stderr, stderr
+    assert code == want_code, stderr
+    assert stderr.splitlines()[0].startswith(first), stderr
+    assert len(stderr.splitlines()) <= 2, stderr
+    assert stdout == ""
+
+
 @pytest.mark.parametrize("content,args,code,first", [c[1:] for c in RENDER_CASES], ids=[c[0] for c in RENDER_CASES])
-def test_render_bad_input(tmp_path, content, args, code, first):
+def test_render_bad_input(tmp_path, capsys, content, args, code, first):
+    # The command's own function (what the installed command calls): a second each saved on
+    # importing the client libraries again; the installed command runs in the test below.
+    from scorestream.tools.cli import main
+
     f = tmp_path / "ms.yaml"
     if content is not None:
         f.write_text(content)
+    returned = main(["render", "-f", str(f), *args])
+    out, err = capsys.readouterr()
+    _assert_refused(returned, out, err, code, first.format(f=f))
+
+
+def test_the_installed_command_refuses_bad_input_the_same_way(tmp_path):
+    name, content, args, code, first = RENDER_CASES[0]
+    f = tmp_path / "ms.yaml"
+    f.write_text(content)
     done = subprocess.run([str(BIN / "scorestream"), "render", "-f", str(f), *args], capture_output=True, text=True,
                           timeout=120)
-    assert "Traceback" not in done.stderr, done.stderr
-    assert done.returncode == code, done.stderr
-    assert done.stderr.splitlines()[0].startswith(first.format(f=f)), done.stderr
-    assert len(done.stderr.splitlines()) <= 2, done.stderr
-    assert done.stdout == ""
+    _assert_refused(done.returncode, done.stdout, done.stderr, code, first.format(f=f))
 
 
 def test_render_with_runtime_image_fills_the_image_in(tmp_path):

@@ -150,6 +150,7 @@ def resolved(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, P
         return {name: run.result() for name, run in runs.items()}
 
 
+@pytest.mark.index
 def test_the_images_install_only_files_whose_hash_the_lock_records(resolved):
     """#30 LOW: every package is hashed in the lock; the operator image's stage logic, run here
     (pip's dry run fetches each file and checks it): the hashed set is complete and matches what
@@ -168,6 +169,7 @@ def test_the_images_install_only_files_whose_hash_the_lock_records(resolved):
     assert refused.returncode != 0 and "THESE PACKAGES DO NOT MATCH THE HASHES" in refused.stderr, refused.stderr[-2000:]
 
 
+@pytest.mark.index
 def test_a_package_the_lock_does_not_pin_stops_the_image_build(resolved):
     res, _ = resolved["unpinned"]
     assert res.returncode != 0 and "requirements.lock does not cover what the image installs: multidict" in res.stderr

@@ -30,6 +30,7 @@ def built(tmp_path_factory):
     return plugin.build(tmp_path_factory.mktemp("dist"))
 
 
+@pytest.mark.index  # the archive's lib/ is installed from the package index
 def test_the_manifest_is_krew_s_and_names_the_archive_by_its_digest(built):
     archive, manifest_path = built
     manifest = yaml.safe_load(manifest_path.read_text())

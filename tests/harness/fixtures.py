@@ -34,10 +34,10 @@ if "TieredStopAtLevel" not in _submit_opts:  # a tier the caller chose stays
 
 # The quick tier (`make test-quick`, `pytest -m quick`): every test that needs none of these
 # fixtures and has none of these marks: no Spark, no Kafka broker, no API server, no job process,
-# no JVM of its own, no model trained.
+# no JVM of its own, no model trained, no package index.
 SLOW_FIXTURES = frozenset({"broker", "acl_broker", "jvm_session", "kube", "serving", "wine_fixtures", "demo_models",
                            "frozen_graph", "optimized", "artifacts"})
-SLOW_MARKS = ("spark", "broker", "jvm", "node")
+SLOW_MARKS = ("spark", "broker", "jvm", "node", "index")
 
 
 def pytest_collection_modifyitems(config, items):
