@@ -63,6 +63,38 @@ def read_committed_positions(s, which: str, isolation: str = "read_committed") -
     return seen
 
 
+def assert_each_input_once(s, n: int, partitions: int, broken_every: int = 997) -> None:
+    """Every input offset of a stream of `n` records (record i in partition i % partitions) is seen
+    exactly once by a read_committed reader, across the output and dead-letter topics; every
+    `broken_every`-th record is a dead letter; no fenced producer's record became visible."""
+    out, dead = read_committed_positions(s, "out"), read_committed_positions(s, "dlq")
+    assert not any(k[0] == "zombie" for k in out), "a fenced producer's record became visible"
+    seen = out + dead
+    missing = {(i % partitions, i // partitions) for i in range(n)} - set(seen)
+    duplicated = {k: c for k, c in seen.items() if c > 1}
+    assert not missing, f"{len(missing)} input offsets missing, e.g. {sorted(missing)[:5]}"
+    assert not duplicated, f"{len(duplicated)} input offsets seen more than once, e.g. {list(duplicated.items())[:5]}"
+    assert sum(dead.values()) == len(range(0, n, broken_every))
+
+
+def written_again(s) -> int:
+    """Records a read_uncommitted reader sees more than once: what aborted transactions had sent."""
+    seen = read_committed_positions(s, "out", "read_uncommitted") + read_committed_positions(s, "dlq", "read_uncommitted")
+    return sum(c - 1 for c in seen.values())
+
+
+def open_transaction_of_partition_0(s) -> Producer:
+    """A producer holding partition 0's transactional id with a transaction open and a record sent
+    in it, as a writer from before a restart would: the restarted job must fence it."""
+    producer = Producer({"bootstrap.servers": s.broker.bootstrap, "transactional.id":
+                         naming.transactional_prefix("test", s.name, s.topics["data"]) + "-0"})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(s.topics["out"], key=b"zombie", value=b"{}")
+    producer.flush(10)
+    return producer
+
+
 def committed(s, partitions: list[int] | None = None) -> int:
     """Input records the data group's committed offsets account for (the transactions' commits)."""
     c = Consumer({"bootstrap.servers": s.broker.bootstrap, "group.id": s.config().data_group,
@@ -180,12 +212,7 @@ def test_exactly_once_through_kills_a_zombie_an_upgrade_and_a_rescale(serving, c
 
     # A producer holding partition 0's transactional id from before the restart, with a
     # transaction open: the restarted job's first task on partition 0 must fence it.
-    zombie = Producer({"bootstrap.servers": s.broker.bootstrap, "transactional.id":
-                       naming.transactional_prefix("test", s.name, s.topics["data"]) + "-0"})
-    zombie.init_transactions(30)
-    zombie.begin_transaction()
-    zombie.produce(s.topics["out"], key=b"zombie", value=b"{}")
-    zombie.flush(10)
+    zombie = open_transaction_of_partition_0(s)
 
     # 2. kill -9 of an executor.
     job = s.start().wait_ready(timeout=240)
@@ -253,13 +280,5 @@ def test_exactly_once_through_kills_a_zombie_an_upgrade_and_a_rescale(serving, c
     took = time.monotonic() - started
     assert stream.stop() == n and stream.error is None, stream.error
     assert job.stop() == 0
-    out, dead = read_committed_positions(s, "out"), read_committed_positions(s, "dlq")
-    assert not any(k[0] == "zombie" for k in out), "a fenced producer's record became visible"
-    seen = out + dead
-    expected = {(i % PARTITIONS, i // PARTITIONS) for i in range(n)}
-    missing = expected - set(seen)
-    duplicated = {k: c for k, c in seen.items() if c > 1}
-    assert not missing, f"{len(missing)} input offsets missing, e.g. {sorted(missing)[:5]}"
-    assert not duplicated, f"{len(duplicated)} input offsets seen more than once, e.g. {list(duplicated.items())[:5]}"
-    assert sum(dead.values()) == len(range(0, RECORDS, 997))
+    assert_each_input_once(s, n, PARTITIONS)
     print(f"\nexactly-once: {n} records in {took:.0f}s, 0 missing, 0 duplicated; {'; '.join(steps)}")

@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import KafkaException
 
-from scorestream import naming
 from scorestream.tools.demo import models
 from harness.streaming import Stream, wait_until
-from test_exactly_once import committed, eo_conf, executors_of_latest_app, read_committed_positions
+from test_exactly_once import (assert_each_input_once, committed, eo_conf, executors_of_latest_app,
+                               open_transaction_of_partition_0, written_again)
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -46,16 +46,8 @@ def test_kill_9_in_real_time_mode_writes_nothing_twice(serving):
     assert stream.error is None, stream.error
     wait_until(lambda: committed(s) >= sent, timeout=120, what="every record committed")
     assert again.stop() == 0
-    out, dead = read_committed_positions(s, "out"), read_committed_positions(s, "dlq")
-    seen = out + dead
-    missing = {(i % 2, i // 2) for i in range(sent)} - set(seen)
-    duplicated = {k: c for k, c in seen.items() if c > 1}
-    assert not missing, f"{len(missing)} input offsets missing, e.g. {sorted(missing)[:5]}"
-    assert not duplicated, f"{len(duplicated)} input offsets seen more than once, e.g. {list(duplicated.items())[:5]}"
-    assert sum(dead.values()) == len(range(0, sent, 997))
-    uncommitted = read_committed_positions(s, "out", "read_uncommitted") + read_committed_positions(
-        s, "dlq", "read_uncommitted")
-    rewritten = sum(c - 1 for c in uncommitted.values())
+    assert_each_input_once(s, sent, 2)
+    rewritten = written_again(s)
     assert rewritten > 0, "the kill landed between transactions: nothing was sent and aborted"
     print(f"\nreal-time exactly-once kill -9: {sent} records, 0 missing, 0 duplicated for read_committed;"
           f" killed at {at_kill} committed; {rewritten} records of the killed batch written again"
@@ -88,12 +80,7 @@ def test_exactly_once_in_real_time_mode_on_a_standalone_cluster(serving, cluster
         steps.append(f"driver killed at {committed(s)}")
 
         # A producer holding partition 0's transactional id, a transaction open: fenced by the restart.
-        zombie = Producer({"bootstrap.servers": s.broker.bootstrap, "transactional.id":
-                           naming.transactional_prefix("test", s.name, s.topics["data"]) + "-0"})
-        zombie.init_transactions(30)
-        zombie.begin_transaction()
-        zombie.produce(s.topics["out"], key=b"zombie", value=b"{}")
-        zombie.flush(10)
+        zombie = open_transaction_of_partition_0(s)
         job = s.start(spark=spark).wait_ready(timeout=300)
         at = committed(s, [0])
         wait_until(lambda: committed(s, [0]) > at, timeout=300, what="partition 0 written after the restart")
@@ -132,16 +119,7 @@ def test_exactly_once_in_real_time_mode_on_a_standalone_cluster(serving, cluster
     assert stream.error is None, stream.error
     wait_until(lambda: committed(s) >= sent, timeout=180, what="every record committed")
     assert job.stop() == 0
-    out, dead = read_committed_positions(s, "out"), read_committed_positions(s, "dlq")
-    assert not any(k[0] == "zombie" for k in out), "a fenced producer's record became visible"
-    seen = out + dead
-    missing = {(i % 2, i // 2) for i in range(sent)} - set(seen)
-    duplicated = {k: c for k, c in seen.items() if c > 1}
-    assert not missing, f"{len(missing)} input offsets missing, e.g. {sorted(missing)[:5]}"
-    assert not duplicated, f"{len(duplicated)} input offsets seen more than once, e.g. {list(duplicated.items())[:5]}"
-    assert sum(dead.values()) == len(range(0, sent, 997))
-    uncommitted = read_committed_positions(s, "out", "read_uncommitted") + read_committed_positions(
-        s, "dlq", "read_uncommitted")
-    rewritten = sum(c - 1 for c in uncommitted.values())
+    assert_each_input_once(s, sent, 2)
+    rewritten = written_again(s)
     print(f"\nreal-time exactly-once on a cluster: {sent} records, 0 missing, 0 duplicated; {'; '.join(steps)};"
           f" {rewritten} records written again after aborted attempts (seen twice by read_uncommitted readers only)")
