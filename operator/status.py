@@ -459,7 +459,9 @@ def rejection(observed: Observed, history: list[Entry]) -> str | None:
 def trial_status(observed: Observed, previous: s.RolloutStatus | None, current: s.ServedModel | None,
                  now: str) -> s.RolloutStatus | None:
     """status.model.rollout: the last canary or shadow, its phase and figures."""
-    trial = _trial_step(observed, previous, now)
+    # The figures first: a verdict reached on this observation ends the trial with the figures it
+    # was judged on, not with those of the last status written while it ran.
+    trial = _trial_step(observed, None if previous is None else _with_figures(previous, observed), now)
     if trial is None:
         return None
     trial = _with_figures(trial, observed)

@@ -207,6 +207,21 @@ def test_status_says_why_a_canary_was_rolled_back():
     assert model_ready(later)["reason"] == "RolledBack"
 
 
+def test_a_trial_judged_on_its_first_figures_ends_with_them():
+    # The rollout poll may judge a candidate on the first observation with enough records: no
+    # status with its figures was written while it ran (seen on CI, a drift rollback without
+    # predictionDrift in status).
+    sp = spec(maxDrift=0.2)
+    prev = compute("wine", "ml", observed(sp, plan(sp, {"model": {"published": "x"}}, SERVING, None,
+                                                                   None, T0)), {}, now=STARTED)
+    drifted = {**cand(200, 0, 0.02), "predictionDrift": 0.9}
+    verdict = plan(sp, prev, SERVING, drifted, None, T0 + 5)
+    st = compute("wine", "ml", observed(sp, verdict, drifted, prev=prev), prev, now="2027-01-15T08:00:05Z")
+    trial = st["model"]["rollout"]
+    assert trial["phase"] == "RolledBack" and "maxDrift" in trial["message"], trial
+    assert (trial["candidate"]["records"], trial["candidate"]["predictionDrift"]) == (200, 0.9), trial
+
+
 def test_status_shows_a_shadows_agreement():
     sp = spec("Shadow")
     prev = compute("wine", "ml", observed(sp, plan(sp, {"model": {"published": "x"}}, SERVING, None,
