@@ -239,25 +239,30 @@ def phase_and_health(observed: Observed) -> Health:
         health = Health(health.phase, health.ready, health.progressing,
                         Finding("True", Reason.KAFKA_UNREACHABLE if observed.kafka_unreachable
                                 else Reason.TOPICS_UNAVAILABLE, observed.topics_error))
-    if not holds_driver(observed) and health.degraded.status == "False" and observed.credentials_error:
-        health = Health(health.phase, health.ready, health.progressing,
-                        Finding("True", Reason.KAFKA_CREDENTIALS_MISSING, observed.credentials_error))
-    elif not holds_driver(observed) and health.degraded.status == "False" and observed.topics_waiting:
-        health = Health(health.phase, health.ready, health.progressing,
-                        Finding("True", Reason.TOPICS_NOT_READY, observed.topics_waiting))
+    waiting = kafka_wait(observed)
+    if waiting and not holds_driver(observed) and health.degraded.status == "False":
+        health = Health(health.phase, health.ready, health.progressing, Finding("True", *waiting))
     if health.degraded.status == "True" and health.phase == "Pending":
         # the phase column must not say Pending while something is wrong
         health = Health("Degraded", health.ready, health.progressing, health.degraded)
     return health
 
 
+def kafka_wait(observed: Observed) -> tuple[Reason, str] | None:
+    """What the driver waits for on the Kafka side, with the message saying it: a Secret
+    spec.kafka names is missing (the pod would not start), or its KafkaTopics are not Ready."""
+    if observed.credentials_error:
+        return Reason.KAFKA_CREDENTIALS_MISSING, observed.credentials_error
+    if observed.topics_waiting:
+        return Reason.TOPICS_NOT_READY, observed.topics_waiting
+    return None
+
+
 def holds_driver(observed: Observed) -> bool:
-    """Whether the driver is held back for Kafka: a Secret spec.kafka names is missing (the pod
-    would not start) or its KafkaTopics are not Ready. A driver already running keeps running: its
-    pod keeps the Secret it mounted, and its topics were there when it started; the resource says
-    Degraded instead."""
-    waiting = bool(observed.credentials_error or observed.topics_waiting)
-    return waiting and not (observed.driver.exists and not observed.driver.terminating)
+    """Whether the driver is held back for what it waits for on the Kafka side (`kafka_wait`). A
+    driver already running keeps running: its pod keeps the Secret it mounted, and its topics were
+    there when it started; the resource says Degraded instead."""
+    return kafka_wait(observed) is not None and not (observed.driver.exists and not observed.driver.terminating)
 
 
 def not_ready_reason(findings: Mapping[s.ConditionType, Finding]) -> str:
