@@ -38,22 +38,23 @@ def test_a_node_left_by_a_killed_run_is_removed_and_its_address_reused():
     node = None
     try:
         # What a killed run leaves: its namespace, its link holding the first /30, its directory.
-        ip("netns", "add", f"ssnode-{tag}")
-        ip("link", "add", f"ssn{tag}a", "type", "veth", "peer", "name", f"ssn{tag}b")
-        ip("link", "set", f"ssn{tag}b", "netns", f"ssnode-{tag}")
-        ip("addr", "add", "198.19.0.1/30", "dev", f"ssn{tag}a")
+        netns, host_link, node_link = real_node.netns_of(tag), real_node.host_link_of(tag), real_node.node_link_of(tag)
+        ip("netns", "add", netns)
+        ip("link", "add", host_link, "type", "veth", "peer", "name", node_link)
+        ip("link", "set", node_link, "netns", netns)
+        ip("addr", "add", "198.19.0.1/30", "dev", host_link)
         (left_dir / real_node.OWNER_FILE).write_text(str(dead_pid()))
 
         node = real_node.Node.network()
 
         assert not left_dir.exists()
-        assert f"ssn{tag}a" not in host_addresses()
+        assert real_node.host_link_of(tag) not in host_addresses()
         assert (node.host_address, node.node_address) == ("198.19.0.1", "198.19.0.2")
     finally:
         if node is not None:
             assert node.stop() == []
-        subprocess.run(["ip", "netns", "del", f"ssnode-{tag}"], capture_output=True)
-        subprocess.run(["ip", "link", "del", f"ssn{tag}a"], capture_output=True)
+        subprocess.run(["ip", "netns", "del", real_node.netns_of(tag)], capture_output=True)
+        subprocess.run(["ip", "link", "del", real_node.host_link_of(tag)], capture_output=True)
         subprocess.run(["rm", "-rf", str(left_dir)])
 
 
@@ -72,7 +73,7 @@ def test_an_address_held_by_something_else_is_left_alone_and_the_next_pair_used(
         assert f"{held}    inet 198.19.0.1/30" in host_addresses()
         probe = subprocess.run(["ip", "netns", "exec", node.netns, "ip", "-o", "route", "get", "198.19.0.5"],
                                capture_output=True, text=True, check=True).stdout
-        assert f"ssn{node.tag}b" in probe
+        assert real_node.node_link_of(node.tag) in probe
     finally:
         if node is not None:
             assert node.stop() == []

@@ -195,11 +195,11 @@ class Node:
 
     @property
     def netns(self) -> str:
-        return f"ssnode-{self.tag}"
+        return netns_of(self.tag)
 
     @property
     def cgroup_root(self) -> str:
-        return f"/scorestream-node-{self.tag}"
+        return cgroup_root_of(self.tag)
 
     @property
     def socket(self) -> Path:
@@ -221,7 +221,7 @@ class Node:
         node.dir = Path(tempfile.mkdtemp(prefix=f"ss-node-{node.tag}-", dir="/tmp"))
         (node.dir / OWNER_FILE).write_text(str(os.getpid()))
         try:
-            host_link, node_link = f"ssn{node.tag}a", f"ssn{node.tag}b"
+            host_link, node_link = host_link_of(node.tag), node_link_of(node.tag)
             _run("ip", "netns", "add", node.netns)
             _run("ip", "link", "add", host_link, "type", "veth", "peer", "name", node_link)
             _run("ip", "link", "set", node_link, "netns", node.netns)
@@ -445,10 +445,7 @@ class Node:
             _run("pkill", "-KILL", "-f", f"containerd-shim.*{self.dir}", check=False)
         kube_cluster.stop_group(self.procs.pop("containerd", None), grace=20)
         if self.dir is not None:
-            # overlay rootfs, shm and netns mounts under the node's directory, deepest first
-            mounts = [l.split()[4] for l in Path("/proc/self/mountinfo").read_text().splitlines()]
-            for mount in sorted((m for m in mounts if m.startswith(str(self.dir))), key=len, reverse=True):
-                _run("umount", "-l", mount, check=False)
+            _unmount_under(self.dir)
         _remove_network(self.tag)
         left = []
         if self.before is not None:
@@ -467,20 +464,43 @@ class Node:
 OWNER_FILE = "owner.pid"  # the pid of the test process that made the node
 
 
+def netns_of(tag: str) -> str:
+    return f"ssnode-{tag}"
+
+
+def host_link_of(tag: str) -> str:
+    return f"ssn{tag}a"
+
+
+def node_link_of(tag: str) -> str:
+    return f"ssn{tag}b"  # the pair's end in the node's namespace
+
+
+def cgroup_root_of(tag: str) -> str:
+    return f"/scorestream-node-{tag}"
+
+
+def _unmount_under(node_dir: Path) -> None:
+    """The overlay rootfs, shm and netns mounts under a node's directory, deepest first."""
+    mounts = [l.split()[4] for l in Path("/proc/self/mountinfo").read_text().splitlines()]
+    for mount in sorted((m for m in mounts if m.startswith(f"{node_dir}/")), key=len, reverse=True):
+        _run("umount", "-l", mount, check=False)
+
+
 def free_link_pair() -> tuple[str, str]:
     """(host end, node end) of the first /30 in LINK_NETWORK that no address on the host is in."""
     held = [ipaddress.ip_interface(word) for line in _run("ip", "-o", "-4", "addr").stdout.splitlines()
             for word in line.split()[3:4]]
     for subnet in ipaddress.ip_network(LINK_NETWORK).subnets(new_prefix=30):
-        if not any(i.ip in subnet or subnet.overlaps(i.network) for i in held):
+        if not any(subnet.overlaps(i.network) for i in held):
             host, node = list(subnet.hosts())
             return str(host), str(node)
     raise Unavailable(f"every /30 of {LINK_NETWORK} is held by an address on this host")
 
 
 def _remove_network(tag: str) -> None:
-    _run("ip", "netns", "del", f"ssnode-{tag}", check=False)  # its links, bridge, rules and routes with it
-    _run("ip", "link", "del", f"ssn{tag}a", check=False)
+    _run("ip", "netns", "del", netns_of(tag), check=False)  # its links, bridge, rules and routes with it
+    _run("ip", "link", "del", host_link_of(tag), check=False)
 
 
 def sweep_stale() -> list[str]:
@@ -489,19 +509,17 @@ def sweep_stale() -> list[str]:
     removed = []
     for line in _run("ip", "netns", "list", check=False).stdout.splitlines():
         name = line.split()[0] if line.split() else ""
-        if not name.startswith("ssnode-"):
+        if not name.startswith(netns_of("")):
             continue
-        tag = name.removeprefix("ssnode-")
+        tag = name.removeprefix(netns_of(""))
         dirs = list(Path("/tmp").glob(f"ss-node-{tag}-*"))
         if _run("ip", "netns", "pids", name, check=False).stdout.strip() or any(_owner_alive(d) for d in dirs):
             continue
-        mounts = [l.split()[4] for l in Path("/proc/self/mountinfo").read_text().splitlines()]
         for d in dirs:
-            for mount in sorted((m for m in mounts if m.startswith(f"{d}/")), key=len, reverse=True):
-                _run("umount", "-l", mount, check=False)
+            _unmount_under(d)
             shutil.rmtree(d, ignore_errors=True)
         _remove_network(tag)
-        for cgroup in sorted((c for c in _cgroups() if f"/scorestream-node-{tag}" in c), key=len, reverse=True):
+        for cgroup in sorted((c for c in _cgroups() if cgroup_root_of(tag) in c), key=len, reverse=True):
             _kill_cgroup(Path(cgroup))
             try:
                 os.rmdir(cgroup)
