@@ -23,6 +23,17 @@ from test_exactly_once import (assert_each_input_once, committed, eo_conf, execu
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
 
+def each_input_once_after(s, stream, sent: int, job, timeout: float) -> int:
+    """Once the stream has stopped: every record sent committed, the job stopped cleanly, each of
+    the two partitions' inputs seen once by a read_committed reader. Returns the records aborted
+    transactions had sent (seen twice by read_uncommitted readers only)."""
+    assert stream.error is None, stream.error
+    wait_until(lambda: committed(s) >= sent, timeout=timeout, what="every record committed")
+    assert job.stop() == 0
+    assert_each_input_once(s, sent, 2)
+    return written_again(s)
+
+
 def test_kill_9_in_real_time_mode_writes_nothing_twice(serving):
     """trigger realTime: a transaction per partition and real-time batch (TransactionalWriter).
     kill -9 of the job while records flow, so a batch's transactions are open with records sent,
@@ -43,11 +54,7 @@ def test_kill_9_in_real_time_mode_writes_nothing_twice(serving):
         wait_until(lambda: committed(s) >= at_kill + 3000, timeout=180, what="3,000 more committed after the restart")
     finally:
         sent = stream.stop()
-    assert stream.error is None, stream.error
-    wait_until(lambda: committed(s) >= sent, timeout=120, what="every record committed")
-    assert again.stop() == 0
-    assert_each_input_once(s, sent, 2)
-    rewritten = written_again(s)
+    rewritten = each_input_once_after(s, stream, sent, again, timeout=120)
     assert rewritten > 0, "the kill landed between transactions: nothing was sent and aborted"
     print(f"\nreal-time exactly-once kill -9: {sent} records, 0 missing, 0 duplicated for read_committed;"
           f" killed at {at_kill} committed; {rewritten} records of the killed batch written again"
@@ -116,10 +123,6 @@ def test_exactly_once_in_real_time_mode_on_a_standalone_cluster(serving, cluster
         steps.append(f"upgraded at {committed(s)}")
     finally:
         sent = stream.stop()
-    assert stream.error is None, stream.error
-    wait_until(lambda: committed(s) >= sent, timeout=180, what="every record committed")
-    assert job.stop() == 0
-    assert_each_input_once(s, sent, 2)
-    rewritten = written_again(s)
+    rewritten = each_input_once_after(s, stream, sent, job, timeout=180)
     print(f"\nreal-time exactly-once on a cluster: {sent} records, 0 missing, 0 duplicated; {'; '.join(steps)};"
           f" {rewritten} records written again after aborted attempts (seen twice by read_uncommitted readers only)")
