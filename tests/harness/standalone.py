@@ -1,9 +1,12 @@
-"""A Spark standalone cluster on loopback, from the pyspark distribution: one master, one worker
-with two cores. Executors of a job on it can be added and removed while the job runs."""
+"""A Spark standalone cluster on loopback, from the pyspark distribution: one master and its
+workers (by default one of two cores). Executors of a job on it can be added and removed while
+the job runs."""
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -16,13 +19,16 @@ from scorestream.tools.local.broker import free_port
 
 
 class StandaloneCluster:
-    def __init__(self, workdir: Path, cores: int = 2, memory: str = "4g"):
+    def __init__(self, workdir: Path, cores: int = 2, memory: str = "4g", workers: int = 1,
+                 worker_timeout: int = 60):
+        """``worker_timeout``: seconds without a heartbeat before the master drops a worker and
+        the executors on it (Spark's default minute)."""
         import pyspark
 
         self.home = Path(pyspark.__file__).parent
         self.workdir = workdir
-        self.cores, self.memory = cores, memory
-        self.port, self.ui, self.worker_ui = free_port(), free_port(), free_port()
+        self.cores, self.memory, self.workers, self.worker_timeout = cores, memory, workers, worker_timeout
+        self.port, self.ui = free_port(), free_port()
         self.procs: list[subprocess.Popen] = []
 
     @property
@@ -32,7 +38,7 @@ class StandaloneCluster:
     def _start(self, name: str, *args: str) -> None:
         env = {**os.environ, "SPARK_HOME": str(self.home), "SPARK_LOCAL_IP": "127.0.0.1",
                "SPARK_WORKER_DIR": str(self.workdir / "work"), "PYSPARK_PYTHON": sys.executable,
-               "SPARK_NO_DAEMONIZE": "1"}
+               "SPARK_NO_DAEMONIZE": "1", "SPARK_MASTER_OPTS": f"-Dspark.worker.timeout={self.worker_timeout}"}
         log = open(self.workdir / f"{name}.log", "ab")
         self.procs.append(subprocess.Popen([str(self.home / "bin" / "spark-class"), *args], env=env,
                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
@@ -41,13 +47,14 @@ class StandaloneCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                     "--port", str(self.port), "--webui-port", str(self.ui))
-        self._start("worker", "org.apache.spark.deploy.worker.Worker", "--cores", str(self.cores),
-                    "--memory", self.memory, "--webui-port", str(self.worker_ui), self.master)
+        for i in range(self.workers):
+            self._start(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", "--cores", str(self.cores),
+                        "--memory", self.memory, "--webui-port", str(free_port()), self.master)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.ui}/json/", timeout=2) as r:
-                    if b'"aliveworkers" : 1' in r.read().replace(b'"aliveworkers":1', b'"aliveworkers" : 1'):
+                    if json.load(r).get("aliveworkers") == self.workers:
                         return self
             except OSError:
                 pass
@@ -57,6 +64,8 @@ class StandaloneCluster:
 
     def stop(self) -> None:
         for p in reversed(self.procs):
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGCONT)  # a test may have paused it
             p.terminate()
         for p in self.procs:
             try:
@@ -68,6 +77,17 @@ class StandaloneCluster:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     c = StandaloneCluster(tmp_path_factory.mktemp("standalone")).start()
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def machines(tmp_path_factory):
+    """Three workers of one core, each standing for a machine of its own, and a master that drops
+    a worker silent for 20 s. An executor's machine can so be paused without holding up the others
+    (a worker copies its executors' output: paused, it would block them all once a pipe fills),
+    and a lost executor's replacement starts on the spare machine."""
+    c = StandaloneCluster(tmp_path_factory.mktemp("machines"), cores=1, workers=3, worker_timeout=20).start()
     yield c
     c.stop()
 
