@@ -184,42 +184,55 @@ def writing(log: Path) -> bool:
         rf"(Finished|Exception in) task .*\(TID {found.group(1)}\)", text[start:])
 
 
-def zombie_fenced(s, job, work: Path, next_executor, keep_going, attempts: int = 3) -> tuple:
-    """A zombie executor, fenced. The machine of an executor (``next_executor()``) inside a
-    transaction is paused; its master drops it and its driver gives its work to another executor,
-    until every partition is committed past where it was (``keep_going(job, moved_on)`` waits for
-    that and returns the job, restarted if its driver had to be): each partition's transactional
-    id has been taken over (initTransactions) by a successor. Then the executor resumes alone and
-    goes on with its open transaction: its worker, still paused, cannot kill it first, as it would
-    at once for a driver that gave it up. The broker refuses it; none of its records becomes
-    visible (``assert_each_input_once``). Then the worker resumes, writes the executor's log (it
-    copies its executors' output) and kills it. The task may end between the log's last line and
-    the pause: then another executor is paused, up to `attempts` in all. Returns the job and the
-    refusal's exception."""
+def one_writing(work: Path, executors: list[int]) -> int | None:
+    """The first of `executors` inside a transaction now (``writing``), if any."""
+    for pid in executors:
+        try:
+            if writing(executor_stderr(work, pid)):
+                return pid
+        except OSError:  # gone meanwhile
+            continue
+    return None
+
+
+def zombie_fenced(s, job, work: Path, live, gone: set[int], keep_going, attempts: int = 3) -> tuple:
+    """A zombie executor, fenced. The machine of an executor inside a transaction (the first of
+    ``live()`` seen so; added to `gone`) is paused; its master drops it and its driver gives its
+    work to another executor, until every partition is committed past where it was
+    (``keep_going(job, moved_on)`` waits for that and returns the job, restarted if its driver had
+    to be): each partition's transactional id has been taken over (initTransactions) by a
+    successor. Then the executor resumes alone and goes on with its open transaction: its worker,
+    still paused, cannot kill it first, as it would at once for a driver that gave it up. The
+    broker refuses it; none of its records becomes visible (``assert_each_input_once``). Then the
+    worker resumes, writes the executor's log (it copies its executors' output) and kills it. The
+    task may end between the log's last line and the pause: then another executor is paused, up
+    to `attempts` in all. Returns the job and the refusal's exception."""
     for _ in range(attempts):
-        executor = next_executor()
+        executor = wait_until(lambda: one_writing(work, live()), timeout=300, what="an executor inside a transaction")
         log = executor_stderr(work, executor)
-        wait_until(lambda: writing(log), timeout=120, what="the executor inside a transaction")
+        gone.add(executor)
         with machine_paused(executor) as resume:
             at = [committed(s, [p]) for p in range(s.partitions)]
             job = keep_going(job, lambda: all(committed(s, [p]) > at[p] for p in range(s.partitions)))
             resume(executor)
             time.sleep(10)  # the zombie's turn: its sends and commit answered, its worker still paused
-        try:
-            wait_until(lambda: fenced_in(log) or process_state(executor) in ("Z", "X", ""), timeout=120,
-                       what="the resumed executor refused, or killed by its worker")
-        except TimeoutError:
-            pass
-        if fenced_in(log):
+        try:  # the worker copies what the zombie wrote meanwhile into its log, then kills it
+            wait_until(lambda: fenced_in(log), timeout=60, what="the resumed executor refused as fenced")
             return job, fenced_in(log)
+        except TimeoutError:
+            continue
     raise AssertionError(f"no paused executor was refused as fenced in {attempts} attempts")
 
 
 def eo_conf(executors: int) -> dict[str, str]:
     # A cut-off executor is declared lost within seconds, not Spark's two minutes: the zombie's
-    # tasks go to the other executor while the test waits.
+    # tasks go to the other executor while the test waits. Its driver so gives it up (heartbeats)
+    # before its master gives up its paused worker (a minute): a driver told by the master that
+    # the worker is lost orders the executor to shut down, which it does on resuming, first.
+    # The master launches executors while the app has cores to take (spark.cores.max, all by
+    # default): on a cluster of more workers than executors, the cap keeps it to `executors`.
     return {**standalone_conf(executors), "spark.network.timeout": "20s", "spark.network.timeoutInterval": "2s",
-            "spark.executor.heartbeatInterval": "2s"}
+            "spark.executor.heartbeatInterval": "2s", "spark.cores.max": str(executors)}
 
 
 # TensorFlow scores in Python workers (mapInArrow), between the source and the transactional sink:
@@ -294,19 +307,14 @@ def test_exactly_once_through_kills_a_zombie_an_upgrade_and_a_rescale(serving, m
 
     # 3. A zombie: an executor's machine paused while it writes, resumed once its work has moved on.
     past(0.45)
-
-    def next_executor() -> int:
-        # The master replaces a lost executor within seconds, or minutes on a loaded machine.
-        wait_until(lambda: len(live_executors()) == 2, timeout=300, what="two live executors")
-        pid = live_executors()[-1]
-        gone.add(pid)  # paused here: never counted as a live executor again
-        return pid
+    # The master replaces a lost executor within seconds, or minutes on a loaded machine.
+    wait_until(lambda: len(live_executors()) == 2, timeout=300, what="two live executors")
 
     def others_go_on(job, moved_on):
         wait_until(moved_on, timeout=300, what="every partition written past where it was paused")
         return job
 
-    job, refused = zombie_fenced(s, job, work, next_executor, others_go_on)
+    job, refused = zombie_fenced(s, job, work, live_executors, gone, others_go_on)
     steps.append(f"executor paused while writing, its partitions written by another, resumed: refused with"
                  f" {refused} at {committed(s)}")
 

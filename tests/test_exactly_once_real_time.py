@@ -1,9 +1,9 @@
 """delivery: exactlyOnce with trigger realTime, on real parts: a Kafka transaction per input
 partition and real-time batch (TransactionalWriter). kill -9 of the job in local mode; on Spark's
 standalone cluster, kill -9 of the driver, a producer from before the restart fenced, kill -9 of an
-executor and a stateless upgrade. A read_committed consumer sees every input offset exactly once
-across the output and dead-letter topics. A file of its own: the micro-batch tests take minutes
-too, and the suite's workers take a file each."""
+executor, a zombie executor fenced, a stateless upgrade and a rescale. A read_committed consumer
+sees every input offset exactly once across the output and dead-letter topics. A file of its own:
+the micro-batch tests take minutes too, and the suite's workers take a file each."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from confluent_kafka import KafkaException
 
 from scorestream.tools.demo import models
 from harness.streaming import Stream, wait_until
-from test_exactly_once import (assert_each_input_once, committed, eo_conf, executors_of_latest_app,
-                               open_transaction_of_partition_0, written_again)
+from test_exactly_once import (RECORDS, assert_each_input_once, committed, eo_conf, executors_of_latest_app,
+                               open_transaction_of_partition_0, process_state, written_again, zombie_fenced)
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -61,21 +61,38 @@ def test_kill_9_in_real_time_mode_writes_nothing_twice(serving):
           f" (seen twice by read_uncommitted readers only)")
 
 
-@pytest.mark.timeout(1800)
-def test_exactly_once_in_real_time_mode_on_a_standalone_cluster(serving, cluster):
-    """trigger realTime with executors in their own JVMs (the writer crosses to them in the task):
-    kill -9 of the driver, a producer from before the restart fenced, kill -9 of an executor, a
-    stateless upgrade; a read_committed consumer sees every input offset once."""
+@pytest.mark.timeout(3000)
+def test_exactly_once_in_real_time_mode_on_a_standalone_cluster(serving, machines):
+    """trigger realTime with executors in their own JVMs (the writer crosses to them in the task),
+    a keyed stream of SCORESTREAM_EO_RECORDS records flowing throughout: kill -9 of the driver, a
+    producer from before the restart fenced, kill -9 of an executor, a zombie executor fenced, a
+    stateless upgrade and a rescale; a read_committed consumer sees every input offset once."""
     s = serving(partitions=2, delivery="exactlyOnce")
     s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml()))
     # A slot per partition: two executors of one core.
-    spark = {"master": cluster.master, "conf": eo_conf(2), "trigger": "realTime", "triggerInterval": "5s"}
-    stream = Stream(s, total=10**9, chunk=50, pause=0.05, broken_every=997)  # ~1,000 records/s
+    spark = {"master": machines.master, "conf": eo_conf(2), "trigger": "realTime", "triggerInterval": "5s"}
+    work = Path(machines.workdir) / "work"
+    # Paced over about ten minutes (longer when the job is slower): every fault lands while records flow.
+    stream = Stream(s, total=RECORDS, chunk=max(2, RECORDS // 1200), pause=0.5, broken_every=997)
     steps: list[str] = []
 
     def more(records: int, timeout: float = 300) -> None:
         at = committed(s)
         wait_until(lambda: committed(s) >= at + records, timeout=timeout, what=f"{records} more committed")
+
+    def restarted_if_it_exited(job, moved_on):
+        """A real-time batch needs every partition's task at once: when a task is lost, Spark
+        retries it once a slot is free again, or the query fails and the driver exits, to be
+        restarted (as its StatefulSet would)."""
+        wait_until(lambda: moved_on() or job.proc.poll() is not None, timeout=600,
+                   what="records after the executor was lost, or the driver's exit")
+        if job.proc.poll() is None:
+            steps.append("the query went on")
+            return job
+        steps.append(f"the driver exited ({job.proc.returncode}) and was restarted")
+        job = s.start(spark=spark).wait_ready(timeout=300)
+        wait_until(moved_on, timeout=600, what="records after the restart")
+        return job
 
     job = s.start(spark=spark).wait_ready(timeout=300)
     stream.start()
@@ -96,33 +113,48 @@ def test_exactly_once_in_real_time_mode_on_a_standalone_cluster(serving, cluster
         steps.append(f"old producer fenced: {fenced.value.args[0].name()}")
         zombie = None
 
-        # 2. kill -9 of an executor mid-batch. A real-time batch needs every partition's task at
-        # once: Spark retries the lost task when a slot is free again, or the query fails and the
-        # driver exits, to be restarted (as its StatefulSet would).
+        # 2. kill -9 of an executor mid-batch.
         more(3000)
         time.sleep(2.5)
-        executors = executors_of_latest_app(Path(cluster.workdir) / "work")
-        assert len(executors) == 2, executors
-        os.kill(executors[0], signal.SIGKILL)
+        wait_until(lambda: len(executors_of_latest_app(work)) == 2, timeout=120, what="two executors")
+        os.kill(executors_of_latest_app(work)[0], signal.SIGKILL)
         steps.append(f"executor killed at {committed(s)}")
         at = committed(s)
-        wait_until(lambda: committed(s) >= at + 3000 or job.proc.poll() is not None, timeout=600,
-                   what="records after the executor was lost, or the driver's exit")
-        if job.proc.poll() is not None:
-            steps.append(f"the driver exited ({job.proc.returncode}) and was restarted")
-            job = s.start(spark=spark).wait_ready(timeout=300)
-            more(3000)
-        else:
-            steps.append("the query went on")
+        job = restarted_if_it_exited(job, lambda: committed(s) >= at + 3000)
 
-        # 3. An upgrade: a graceful stop, then a fresh checkpoint, starting from the group's offsets.
+        # 3. A zombie: an executor's machine paused while it writes, resumed once its work has moved on.
+        more(3000)
+        paused: set[int] = set()
+
+        def live() -> list[int]:
+            return [p for p in executors_of_latest_app(work)
+                    if p not in paused and process_state(p) not in ("Z", "X", "")]
+
+        wait_until(lambda: len(live()) == 2, timeout=300, what="two live executors")
+        job, refused = zombie_fenced(s, job, work, live, paused, restarted_if_it_exited)
+        steps.append(f"executor paused while writing, its partitions written by another, resumed: refused with"
+                     f" {refused} at {committed(s)}")
+
+        # 4. An upgrade: a graceful stop, then a fresh checkpoint, starting from the group's offsets.
+        more(3000)
         assert job.stop() == 0
         s.checkpoint = str(s.workdir / "stateless-upgraded")
         job = s.start(spark=spark, upgradeMode="stateless").wait_ready(timeout=300)
         more(3000)
         steps.append(f"upgraded at {committed(s)}")
+
+        # 5. A rescale to three executors: real-time mode takes a new executor count by a restart
+        # from the same checkpoint (a real-time batch's tasks are fixed while it runs).
+        assert job.stop() == 0
+        spark = {**spark, "conf": eo_conf(3)}
+        job = s.start(spark=spark).wait_ready(timeout=300)
+        more(3000)
+        steps.append(f"rescaled to 3 at {committed(s)}")
+        stream.hurry()  # the last fault has landed while records flowed: the rest need not be paced
+        stream.join(1800)
     finally:
         sent = stream.stop()
-    rewritten = each_input_once_after(s, stream, sent, job, timeout=180)
+    assert sent == RECORDS, f"the stream stopped at {sent} of {RECORDS}"
+    rewritten = each_input_once_after(s, stream, sent, job, timeout=600)
     print(f"\nreal-time exactly-once on a cluster: {sent} records, 0 missing, 0 duplicated; {'; '.join(steps)};"
           f" {rewritten} records written again after aborted attempts (seen twice by read_uncommitted readers only)")

@@ -83,11 +83,10 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def machines(tmp_path_factory):
-    """Three workers of one core, each standing for a machine of its own, and a master that drops
-    a worker silent for 20 s. An executor's machine can so be paused without holding up the others
-    (a worker copies its executors' output: paused, it would block them all once a pipe fills),
-    and a lost executor's replacement starts on the spare machine."""
-    c = StandaloneCluster(tmp_path_factory.mktemp("machines"), cores=1, workers=3, worker_timeout=20).start()
+    """Three workers of one core, each standing for a machine of its own: an executor's machine can
+    so be paused without holding up the others (a worker copies its executors' output: paused, it
+    would block them all once a pipe fills), and a lost executor's replacement has a spare."""
+    c = StandaloneCluster(tmp_path_factory.mktemp("machines"), cores=1, workers=3).start()
     yield c
     c.stop()
 

@@ -49,10 +49,11 @@ class Stream(threading.Thread):
 
 
 def wait_until(predicate, timeout=120.0, what="condition"):
+    """The predicate's first true value, polled until `timeout` (TimeoutError(what) then)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if predicate():
-            return
+        if value := predicate():
+            return value
         time.sleep(0.2)
     raise TimeoutError(what)
 
