@@ -136,7 +136,7 @@ def paced_latency(bootstrap: str, name: str, descriptor, peer, rate: float, args
     the peer trails by less than two trigger intervals + 0.5 s of input. ``visible``: to when a
     read_committed consumer receives each prediction (latency.paced)."""
     t = {"data": f"{name}-data", "out": f"{name}-out", "dlq": f"{name}-dlq", "models": f"{name}-models"}
-    kafka.make_topics(bootstrap, t["data"], (t["out"],), **{t["dlq"]: 1, t["models"]: 1})
+    kafka.make_topics(bootstrap, t["data"], (t["out"],), stamped_data=True, **{t["dlq"]: 1, t["models"]: 1})
     feed.publish_model(bootstrap, t["models"], descriptor, to=None)
     p = peer(t).start()
     try:
@@ -327,17 +327,17 @@ def report(args, r: dict) -> None:
     if any(key in r for key in ("K-latency", "pmml-latency", "rt-latency")):
         rate, basis = r["latency_rate"]
         print(f"\nlatency, record CreateTime -> prediction LogAppendTime, at {rate:,.0f} rec/s ({basis}), "
-              f"{args.latency_seconds:.0f}s after a warm-up:")
+              f"{args.latency_seconds:.0f}s after a warm-up; per record, by stage (wall clock of one host, 1 ms "
+              f"resolution; the stages add up to the whole):")
         for key, label in (("K-latency", "(K)"), ("pmml-latency", f"scorestream PMML, trigger {serving.default_trigger()}"),
                            ("rt-latency", f"scorestream PMML, trigger realTime {serving.REAL_TIME_BATCH}")):
             if key in failed:
                 print(f"  {label:40}failed: {failed[key]}")
             elif key in ok:
-                v = ok[key]
-                print(f"  {label:40}p50 {v['p50']:>6,} ms   p99 {v['p99']:>6,} ms   max {v['max']:>6,} ms   "
-                      f"({v['records']:,} records, warm-up {v['warmup_s']:.0f}s; the producer's own ack p99 {v['ack_p99']} ms; "
-                      f"timings.eventTime = CreateTime: {v['event_time_is_create_time']})")
-
+                first, *rest = latency.describe(ok[key])
+                print(f"  {label:40}{first}")
+                for line in rest:
+                    print(f"    {line}")
 
     if "eo" in ok:
         report_eo(ok["eo"])
@@ -432,6 +432,7 @@ def main() -> None:
     if 0 < args.warm_records < args.records:
         ap.error("--warm-records: at least --records, or 0")
     load = os.getloadavg()[0]  # over the last minute: other work running as this starts
+    print(f"[{time.strftime('%H:%M:%S')}] load average at start {load:.2f} ({os.cpu_count()} cores)", flush=True)
     r = run(args)
     r["load"] = load
     report(args, r)
