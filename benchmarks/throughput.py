@@ -133,7 +133,7 @@ def _cpu_per_record(begin: tuple, end: tuple) -> dict:
 
 def paced_latency(bootstrap: str, name: str, descriptor, peer, rate: float, args, visible: bool = False) -> dict:
     """A peer started on empty topics, then fed at a steady pace: latency.paced. The warm-up ends once
-    the peer trails by less than two trigger intervals + 0.5 s of input. ``visible``: to when a
+    the peer trails by less than two trigger intervals + 0.1 s of input (and latency.SETTLE after). ``visible``: to when a
     read_committed consumer receives each prediction (latency.paced)."""
     t = {"data": f"{name}-data", "out": f"{name}-out", "dlq": f"{name}-dlq", "models": f"{name}-models"}
     kafka.make_topics(bootstrap, t["data"], (t["out"],), stamped_data=True, **{t["dlq"]: 1, t["models"]: 1})
@@ -141,7 +141,7 @@ def paced_latency(bootstrap: str, name: str, descriptor, peer, rate: float, args
     p = peer(t).start()
     try:
         p.wait_ready()
-        slack = 2 * p.trigger_seconds + 0.5
+        slack = 2 * p.trigger_seconds + 0.1
         return latency.paced(bootstrap, t["data"], t["out"], rate, args.warmup, args.latency_seconds, slack, p.alive,
                              visible=visible)
     except Exception:
