@@ -44,7 +44,8 @@ STAGES = (
 
 def paced(bootstrap: str, data: str, out: str, rate: float, warmup: float, seconds: float, slack: float,
           alive=lambda: True, max_warmup: float = 120.0, visible: bool = False) -> dict:
-    """``data`` must be stamped with LogAppendTime (topics.make_topics(stamped_data=True)).
+    """``max_warmup``: seconds past ``warmup`` for the peer to catch up before this gives up.
+    ``data`` must be stamped with LogAppendTime (topics.make_topics(stamped_data=True)).
     ``visible``: the end of each latency is when a read_committed consumer following the output
     receives the prediction (wall clock), not its append time: what a reader of a transactional
     peer waits for, since its records are appended before their transaction commits."""
@@ -83,8 +84,8 @@ def paced(bootstrap: str, data: str, out: str, rate: float, warmup: float, secon
                 if now - t0 >= warmup and behind <= rate * slack:
                     measure_from_ms = int((time.time() + SETTLE) * 1000)
                     warmup_s, phase_start = now - t0 + SETTLE, now + SETTLE
-                elif now - t0 > max_warmup:
-                    raise TimeoutError(f"the peer did not keep up with {rate:,.0f} rec/s in {max_warmup:.0f}s "
+                elif now - t0 > warmup + max_warmup:
+                    raise TimeoutError(f"the peer did not keep up with {rate:,.0f} rec/s in {warmup + max_warmup:.0f}s "
                                        f"({behind} records behind)")
             if measure_from_ms is not None and now - phase_start >= seconds:
                 break

@@ -132,11 +132,11 @@ def _cpu_per_record(begin: tuple, end: tuple) -> dict:
 
 
 def paced_latency(bootstrap: str, name: str, descriptor, peer, rate: float, args, visible: bool = False,
-                  seconds: float | None = None) -> dict:
+                  seconds: float | None = None, warmup: float | None = None) -> dict:
     """A peer started on empty topics, then fed at a steady pace: latency.paced. The warm-up ends once
     the peer trails by less than two trigger intervals + 0.1 s of input (and latency.SETTLE after). ``visible``: to when a
-    read_committed consumer receives each prediction (latency.paced). ``seconds``: measured, instead
-    of --latency-seconds."""
+    read_committed consumer receives each prediction (latency.paced). ``seconds``: measured, and
+    ``warmup``: least seconds of warm-up, instead of --latency-seconds and --warmup."""
     t = {"data": f"{name}-data", "out": f"{name}-out", "dlq": f"{name}-dlq", "models": f"{name}-models"}
     kafka.make_topics(bootstrap, t["data"], (t["out"],), stamped_data=True, **{t["dlq"]: 1, t["models"]: 1})
     feed.publish_model(bootstrap, t["models"], descriptor, to=None)
@@ -144,7 +144,8 @@ def paced_latency(bootstrap: str, name: str, descriptor, peer, rate: float, args
     try:
         p.wait_ready()
         slack = 2 * p.trigger_seconds + 0.1
-        return latency.paced(bootstrap, t["data"], t["out"], rate, args.warmup, seconds or args.latency_seconds, slack, p.alive,
+        return latency.paced(bootstrap, t["data"], t["out"], rate, warmup or args.warmup, seconds or args.latency_seconds,
+                             slack, p.alive,
                              visible=visible)
     except Exception:
         print(p.tail(), file=sys.stderr)
@@ -205,9 +206,12 @@ def run(args) -> dict:
         # The job configuration's own trigger interval: none is set here.
         part("pmml-latency", lambda: paced_latency(b, "lat-pmml", tree, lambda t: serving.Job(b, "lat-pmml", t, work), rate,
                                                   args, seconds=seconds))
+        # The first batch ends reach a cold planner (the next batch is planned as the last ends):
+        # two of them and 5 s more go by in the warm-up, as they do at 5 s batches anyway.
+        rt_warmup = max(args.warmup, 2 * serving.duration_seconds(args.rt_batch) + 5)
         part("rt-latency", lambda: paced_latency(b, "lat-rt", tree, lambda t: serving.Job(b, "lat-rt", t, work, realtime=True,
                                                                                            rt_batch=args.rt_batch),
-                                                rate, args, seconds=seconds))
+                                                rate, args, seconds=seconds, warmup=rt_warmup))
         def eo():
             """(K) exactly_once_v2, scorestream exactly-once and at-least-once: throughput, then latency."""
             def k_eos(t):
