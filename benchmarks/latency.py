@@ -1,10 +1,24 @@
 """End-to-end latency at a steady paced rate: a record's producer timestamp (CreateTime) to the
-broker's append time (LogAppendTime) of its prediction, read from the output topic only.
+broker's append time (LogAppendTime) of its prediction, read from the output topic only; and the
+same interval broken down per record by where it is spent (``breakdown``).
 
 The producer paces records at `rate`; the warm-up lasts at least `warmup` seconds and until the
 peer keeps up (what it has written trails what was sent by less than `slack` seconds of input),
-then `seconds` more are produced and measured. Predictions are matched to their input by the
-output's `source` {partition, offset}; the input's CreateTime comes from the delivery reports.
+and `SETTLE` seconds more, then `seconds` more are produced and measured. The settling is what
+lets the backlog the peer was still allowed at the check drain before the first measured record,
+which would otherwise wait behind it: a start-up queue counted as tail latency, in any peer. Predictions are matched to their input by the
+output's `source` {partition, offset}.
+
+Four timestamps per record, all wall clock (``System.currentTimeMillis`` in the broker and in the
+peers' JVMs, ``time.time`` here) on one host, each to the millisecond: so every stage is exact to
+±1 ms, and the stages add up to the end-to-end latency exactly.
+- created: when this producer handed the record to librdkafka (its CreateTime);
+- input appended: the broker's append time of the input record (the data topic is stamped with
+  LogAppendTime; the delivery report carries it);
+- scored: the prediction's ``timings.scoredAt``, taken by the scorer as it writes the record
+  (``Records.prediction``: the job's JVM scorer and the Kafka Streams peer alike);
+- output appended: the prediction's LogAppendTime (``visible``: its receipt by a read_committed
+  consumer).
 """
 
 from __future__ import annotations
@@ -18,28 +32,40 @@ from scorestream.tools.demo import feed
 
 import topics as kafka
 
+SETTLE = 1.0  # s from the warm-up's check to the first measured record
+
+# (name, what it lumps together): the intervals between the four timestamps, in order.
+STAGES = (
+    ("input", "the harness's producer (linger 1 ms) + the request + the broker's append of the input"),
+    ("to scored", "the input waiting in the log, the peer's fetch + decode + PMML4S + the prediction record"),
+    ("output", "the peer's producer (its linger, batching, the request) + the broker's append of the prediction"),
+)
+
 
 def paced(bootstrap: str, data: str, out: str, rate: float, warmup: float, seconds: float, slack: float,
           alive=lambda: True, max_warmup: float = 120.0, visible: bool = False) -> dict:
-    """``visible``: the end of each latency is when a read_committed consumer following the output
+    """``max_warmup``: seconds past ``warmup`` for the peer to catch up before this gives up.
+    ``data`` must be stamped with LogAppendTime (topics.make_topics(stamped_data=True)).
+    ``visible``: the end of each latency is when a read_committed consumer following the output
     receives the prediction (wall clock), not its append time: what a reader of a transactional
     peer waits for, since its records are appended before their transaction commits."""
-    from confluent_kafka import Producer
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Producer
 
     rows = feed.wine_rows()
     values = [feed.wine_json(r) for r in rows]
-    created: dict[tuple[int, int], int] = {}
-    acked: list[int] = []  # ms from CreateTime to the producer's delivery report: the harness's share
+    created: dict[int, int] = {}  # record number (its key) -> CreateTime, until its delivery report
+    inputs: dict[tuple[int, int], tuple[int, int]] = {}  # (partition, offset) -> (created, appended)
     errors: list = []
 
     def delivered(err, msg) -> None:
         if err is not None:
             errors.append(err)
-        else:
-            ts = msg.timestamp()[1]
-            created[(msg.partition(), msg.offset())] = ts
-            if measure_from_ms is not None and ts >= measure_from_ms:
-                acked.append(int(time.time() * 1000) - ts)
+            return
+        kind, appended = msg.timestamp()
+        if kind != TIMESTAMP_LOG_APPEND_TIME:
+            errors.append(f"topic {data} is not stamped with LogAppendTime")
+            return
+        inputs[(msg.partition(), msg.offset())] = (created.pop(int(msg.key())), appended)
 
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1})
     reader = kafka.consumer(bootstrap)
@@ -56,17 +82,20 @@ def paced(bootstrap: str, data: str, out: str, rate: float, warmup: float, secon
                     raise RuntimeError("the peer stopped during the warm-up")
                 behind = sent - kafka.written(reader, [out])
                 if now - t0 >= warmup and behind <= rate * slack:
-                    measure_from_ms, warmup_s, phase_start = int(time.time() * 1000), now - t0, now
-                elif now - t0 > max_warmup:
-                    raise TimeoutError(f"the peer did not keep up with {rate:,.0f} rec/s in {max_warmup:.0f}s "
+                    measure_from_ms = int((time.time() + SETTLE) * 1000)
+                    warmup_s, phase_start = now - t0 + SETTLE, now + SETTLE
+                elif now - t0 > warmup + max_warmup:
+                    raise TimeoutError(f"the peer did not keep up with {rate:,.0f} rec/s in {warmup + max_warmup:.0f}s "
                                        f"({behind} records behind)")
             if measure_from_ms is not None and now - phase_start >= seconds:
                 break
             due = int((now - t0) * rate)
             while sent < due:
+                stamp = int(time.time() * 1000)
                 try:
                     p.produce(data, values[sent % len(values)], key=str(sent).encode(), partition=sent % 2,
-                              on_delivery=delivered)
+                              timestamp=stamp, on_delivery=delivered)
+                    created[sent] = stamp
                     sent += 1
                 except BufferError:
                     p.poll(0.01)
@@ -83,32 +112,48 @@ def paced(bootstrap: str, data: str, out: str, rate: float, warmup: float, secon
         if follower is not None:
             follower.stop()
 
-    latencies, event_time_matches, checked = [], 0, 0
+    stamps, event_time_matches, checked = [], 0, 0
     for m in follower.messages if follower is not None else kafka.read_all(bootstrap, out):
         doc = json.loads(m.value)
         src = doc["source"]
-        ts = created.get((src["partition"], src["offset"]))
-        if ts is None or ts < measure_from_ms:
+        found = inputs.get((src["partition"], src["offset"]))
+        if found is None or found[0] < measure_from_ms:
             continue
-        latencies.append(m.timestamp - ts)
+        stamps.append((found[0], found[1], _timing_ms(doc, "scoredAt"), m.timestamp))
         if checked < 1000:
             checked += 1
-            event_time_matches += _event_time_ms(doc) == ts
-    latencies.sort()
-    acked.sort()
-    n = len(latencies)
+            event_time_matches += _timing_ms(doc, "eventTime") == found[1]
+    return {"rate": rate, "warmup_s": warmup_s, "seconds": seconds, "records": len(stamps),
+            **breakdown(stamps), "event_time_is_input_append": f"{event_time_matches}/{checked}"}
+
+
+def breakdown(stamps: list[tuple[int, int, int | None, int]]) -> dict:
+    """Per record (created, input appended, scored, output appended), ms: the end-to-end latency's
+    p50, p99, p99.9, max and mean; each stage's (STAGES) p50, p99, p99.9 and max; and the tail,
+    each stage's median over the records at or above the end-to-end p99, where the p99 is spent."""
+    if any(s[2] is None for s in stamps):
+        raise ValueError("a prediction without timings.scoredAt: no breakdown")
+    total = sorted(s[3] - s[0] for s in stamps)
+    e2e = {**_percentiles(total), "mean": statistics.fmean(total)}
+    stages = [[s[i + 1] - s[i] for s in stamps] for i in range(len(STAGES))]
+    tail = [i for i, s in enumerate(stamps) if s[3] - s[0] >= e2e["p99"]]
     return {
-        "ack_p50": acked[len(acked) // 2], "ack_p99": acked[int(len(acked) * 0.99)],
-        "rate": rate, "warmup_s": warmup_s, "seconds": seconds, "records": n,
-        "p50": latencies[n // 2], "p99": latencies[min(n - 1, int(n * 0.99))], "max": latencies[-1],
-        "mean": statistics.fmean(latencies),
-        "event_time_is_create_time": f"{event_time_matches}/{checked}",
+        **e2e,
+        "stages": {name: _percentiles(sorted(v)) for (name, _), v in zip(STAGES, stages)},
+        "tail": {name: statistics.median(v[i] for i in tail) for (name, _), v in zip(STAGES, stages)},
+        "tail_records": len(tail),
     }
 
 
-def _event_time_ms(doc: dict) -> int | None:
-    """timings.eventTime as epoch ms: ISO-8601 text (Spark's to_json) or a number of ms."""
-    value = (doc.get("timings") or {}).get("eventTime")
+def _percentiles(ordered: list[int]) -> dict:
+    n = len(ordered)
+    return {"p50": ordered[n // 2], "p99": ordered[min(n - 1, int(n * 0.99))],
+            "p99.9": ordered[min(n - 1, int(n * 0.999))], "max": ordered[-1]}
+
+
+def _timing_ms(doc: dict, field: str) -> int | None:
+    """timings.<field> as epoch ms: ISO-8601 text (the JVM scorer's, Spark's to_json) or a number of ms."""
+    value = (doc.get("timings") or {}).get(field)
     if isinstance(value, (int, float)):
         return int(value)
     if isinstance(value, str):
@@ -117,3 +162,17 @@ def _event_time_ms(doc: dict) -> int | None:
         except ValueError:
             return None
     return None
+
+
+def describe(v: dict) -> list[str]:
+    """paced's figures as lines: the end-to-end percentiles, each stage's, and the tail's share."""
+    lines = [f"p50 {v['p50']:>5,}  p99 {v['p99']:>5,}  p99.9 {v['p99.9']:>5,}  max {v['max']:>5,} ms  "
+             f"(mean {v['mean']:.1f}; {v['records']:,} records, warm-up {v['warmup_s']:.0f}s; timings.eventTime = the "
+             f"input's append time: {v['event_time_is_input_append']})"]
+    for name, what in STAGES:
+        s = v["stages"][name]
+        lines.append(f"  {name:10} p50 {s['p50']:>5,}  p99 {s['p99']:>5,}  p99.9 {s['p99.9']:>5,}  max {s['max']:>5,} ms"
+                     f"   {what}")
+    lines.append(f"  the {v['tail_records']:,} records at or above p99, median of each stage: "
+                 + ", ".join(f"{name} {v['tail'][name]:g} ms" for name, _ in STAGES))
+    return lines

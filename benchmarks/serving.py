@@ -25,8 +25,8 @@ class Job:
 
     def __init__(self, bootstrap: str, name: str, topics: dict[str, str], work: Path,
                  per_batch: int | None = None, trigger: str | None = None, realtime: bool = False,
-                 delivery: str = "atLeastOnce"):
-        """``realtime``: ``spark.trigger: realTime``, batches of REAL_TIME_BATCH (no ``per_batch``).
+                 delivery: str = "atLeastOnce", rt_batch: str = REAL_TIME_BATCH):
+        """``realtime``: ``spark.trigger: realTime``, batches of ``rt_batch`` (no ``per_batch``).
         ``delivery``: the job config's (``exactlyOnce``: a Kafka transaction per partition and batch)."""
         kafka = {
             "bootstrapServers": bootstrap,
@@ -41,7 +41,7 @@ class Job:
             kafka["maxOffsetsPerTrigger"] = per_batch
         spark = {"master": "local[2]"}
         if realtime:
-            spark.update(trigger="realTime", triggerInterval=REAL_TIME_BATCH)
+            spark.update(trigger="realTime", triggerInterval=rt_batch)
         elif trigger:
             spark["triggerInterval"] = trigger
         config = JobConfig.model_validate({

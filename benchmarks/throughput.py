@@ -12,7 +12,7 @@ that every peer reads; the demo's decision tree (PMML) for every PMML peer. Part
   pmml, tf      scorestream's serving job (Spark local[2]) with the tree, and with the demo's
                 Keras SavedModel
   rt            scorestream's serving job with the tree and `spark.trigger: realTime` (Spark's
-                real-time mode, batches of 5s: runtime/realtime.py)
+                real-time mode, batches of `--rt-batch`, 5s by default: runtime/realtime.py)
   K-latency, pmml-latency, rt-latency (or: latency)
                 p50/p99 from a record's CreateTime to its prediction's LogAppendTime, produced at a
                 steady pace of half scorestream's PMML rate (or `--latency-rate`); scorestream with
@@ -131,18 +131,21 @@ def _cpu_per_record(begin: tuple, end: tuple) -> dict:
             "broker_us": (end[2] - begin[2]) * per_record}
 
 
-def paced_latency(bootstrap: str, name: str, descriptor, peer, rate: float, args, visible: bool = False) -> dict:
+def paced_latency(bootstrap: str, name: str, descriptor, peer, rate: float, args, visible: bool = False,
+                  seconds: float | None = None, warmup: float | None = None) -> dict:
     """A peer started on empty topics, then fed at a steady pace: latency.paced. The warm-up ends once
-    the peer trails by less than two trigger intervals + 0.5 s of input. ``visible``: to when a
-    read_committed consumer receives each prediction (latency.paced)."""
+    the peer trails by less than two trigger intervals + 0.1 s of input (and latency.SETTLE after). ``visible``: to when a
+    read_committed consumer receives each prediction (latency.paced). ``seconds``: measured, and
+    ``warmup``: least seconds of warm-up, instead of --latency-seconds and --warmup."""
     t = {"data": f"{name}-data", "out": f"{name}-out", "dlq": f"{name}-dlq", "models": f"{name}-models"}
-    kafka.make_topics(bootstrap, t["data"], (t["out"],), **{t["dlq"]: 1, t["models"]: 1})
+    kafka.make_topics(bootstrap, t["data"], (t["out"],), stamped_data=True, **{t["dlq"]: 1, t["models"]: 1})
     feed.publish_model(bootstrap, t["models"], descriptor, to=None)
     p = peer(t).start()
     try:
         p.wait_ready()
-        slack = 2 * p.trigger_seconds + 0.5
-        return latency.paced(bootstrap, t["data"], t["out"], rate, args.warmup, args.latency_seconds, slack, p.alive,
+        slack = 2 * p.trigger_seconds + 0.1
+        return latency.paced(bootstrap, t["data"], t["out"], rate, warmup or args.warmup, seconds or args.latency_seconds,
+                             slack, p.alive,
                              visible=visible)
     except Exception:
         print(p.tail(), file=sys.stderr)
@@ -186,7 +189,7 @@ def run(args) -> dict:
             per_batch = None if realtime else args.per_batch
             rates, out = throughput(b, name, descriptor, args.records, args.per_batch,
                                     lambda t: serving.Job(b, name, t, work, per_batch=per_batch, trigger="100ms",
-                                                          realtime=realtime), 900,
+                                                          realtime=realtime, rt_batch=args.rt_batch), 900,
                                     warm_after, broker.pid)
             return {**rates, "agreement": baselines.pypmml_agreement(tree.data, out) if descriptor is tree else None}
 
@@ -198,11 +201,17 @@ def run(args) -> dict:
 
         rate, basis = latency_rate(args, r)
         r["latency_rate"] = (rate, basis)
-        part("K-latency", lambda: paced_latency(b, "lat-k", tree, k_peer, rate, args))
+        seconds = r["latency_seconds"] = latency_seconds(args)
+        part("K-latency", lambda: paced_latency(b, "lat-k", tree, k_peer, rate, args, seconds=seconds))
         # The job configuration's own trigger interval: none is set here.
-        part("pmml-latency", lambda: paced_latency(b, "lat-pmml", tree, lambda t: serving.Job(b, "lat-pmml", t, work), rate, args))
-        part("rt-latency", lambda: paced_latency(b, "lat-rt", tree, lambda t: serving.Job(b, "lat-rt", t, work, realtime=True),
-                                                rate, args))
+        part("pmml-latency", lambda: paced_latency(b, "lat-pmml", tree, lambda t: serving.Job(b, "lat-pmml", t, work), rate,
+                                                  args, seconds=seconds))
+        # The first batch ends reach a cold planner (the next batch is planned as the last ends):
+        # two of them and 5 s more go by in the warm-up, as they do at 5 s batches anyway.
+        rt_warmup = max(args.warmup, 2 * serving.duration_seconds(args.rt_batch) + 5)
+        part("rt-latency", lambda: paced_latency(b, "lat-rt", tree, lambda t: serving.Job(b, "lat-rt", t, work, realtime=True,
+                                                                                           rt_batch=args.rt_batch),
+                                                rate, args, seconds=seconds, warmup=rt_warmup))
         def eo():
             """(K) exactly_once_v2, scorestream exactly-once and at-least-once: throughput, then latency."""
             def k_eos(t):
@@ -248,6 +257,16 @@ def run(args) -> dict:
     return r
 
 
+def latency_seconds(args) -> float:
+    """--latency-seconds, up to whole real-time batches when rt-latency runs: each batch's end
+    stalls the reading, so a window of a fraction of a batch would hold a stall or none by chance.
+    Every latency part measures as long, so the peers' windows match."""
+    if "rt-latency" not in args.only:
+        return args.latency_seconds
+    batch = serving.duration_seconds(args.rt_batch)
+    return math.ceil(args.latency_seconds / batch - 1e-9) * batch
+
+
 def latency_rate(args, r: dict) -> tuple[float, str]:
     if args.latency_rate:
         return args.latency_rate, "--latency-rate"
@@ -273,7 +292,7 @@ def report(args, r: dict) -> None:
         ("(K) Kafka Streams + PMML4S, 2 threads", "K", k),
         ("scorestream PMML", "pmml", pmml),
         ("scorestream TensorFlow", "tf", tf),
-        ("scorestream PMML, trigger realTime", "rt", rt),
+        (f"scorestream PMML, trigger realTime {args.rt_batch}", "rt", rt),
     ]
     if any(key in r for _, key, _ in rows):
         print(f"{'records/s':>62}{'incl. start-up':>16}")
@@ -327,17 +346,17 @@ def report(args, r: dict) -> None:
     if any(key in r for key in ("K-latency", "pmml-latency", "rt-latency")):
         rate, basis = r["latency_rate"]
         print(f"\nlatency, record CreateTime -> prediction LogAppendTime, at {rate:,.0f} rec/s ({basis}), "
-              f"{args.latency_seconds:.0f}s after a warm-up:")
+              f"{r['latency_seconds']:.0f}s after a warm-up; per record, by stage (wall clock of one host, 1 ms "
+              f"resolution; the stages add up to the whole):")
         for key, label in (("K-latency", "(K)"), ("pmml-latency", f"scorestream PMML, trigger {serving.default_trigger()}"),
-                           ("rt-latency", f"scorestream PMML, trigger realTime {serving.REAL_TIME_BATCH}")):
+                           ("rt-latency", f"scorestream PMML, trigger realTime {args.rt_batch}")):
             if key in failed:
                 print(f"  {label:40}failed: {failed[key]}")
             elif key in ok:
-                v = ok[key]
-                print(f"  {label:40}p50 {v['p50']:>6,} ms   p99 {v['p99']:>6,} ms   max {v['max']:>6,} ms   "
-                      f"({v['records']:,} records, warm-up {v['warmup_s']:.0f}s; the producer's own ack p99 {v['ack_p99']} ms; "
-                      f"timings.eventTime = CreateTime: {v['event_time_is_create_time']})")
-
+                first, *rest = latency.describe(ok[key])
+                print(f"  {label:40}{first}")
+                for line in rest:
+                    print(f"    {line}")
 
     if "eo" in ok:
         report_eo(ok["eo"])
@@ -427,11 +446,15 @@ def main() -> None:
     ap.add_argument("--latency-rate", type=float, help="records/s for the latency runs (default: half scorestream's PMML rate)")
     ap.add_argument("--latency-seconds", type=float, default=25.0, help="measured seconds at the paced rate (default 25)")
     ap.add_argument("--warmup", type=float, default=10.0, help="least seconds of warm-up before measuring latency")
+    ap.add_argument("--rt-batch", default=serving.REAL_TIME_BATCH,
+                    help=f"the realTime job's triggerInterval in rt and rt-latency (default {serving.REAL_TIME_BATCH}, Spark's "
+                         f"shortest); rt-latency then measures whole batches (--latency-seconds rounded up)")
     args = ap.parse_args()
     args.per_batch = min(args.per_batch, max(1, args.records // 6))
     if 0 < args.warm_records < args.records:
         ap.error("--warm-records: at least --records, or 0")
     load = os.getloadavg()[0]  # over the last minute: other work running as this starts
+    print(f"[{time.strftime('%H:%M:%S')}] load average at start {load:.2f} ({os.cpu_count()} cores)", flush=True)
     r = run(args)
     r["load"] = load
     report(args, r)

@@ -13,10 +13,13 @@ from scorestream.tools.local.broker import create_topics
 LOG_APPEND = {"message.timestamp.type": "LogAppendTime"}
 
 
-def make_topics(bootstrap: str, data: str | None = None, outputs: tuple[str, ...] = (), **others: int) -> None:
-    """`data` and `outputs` with 2 partitions (outputs stamped with LogAppendTime), others as given."""
+def make_topics(bootstrap: str, data: str | None = None, outputs: tuple[str, ...] = (), stamped_data: bool = False,
+                **others: int) -> None:
+    """`data` and `outputs` with 2 partitions (outputs stamped with LogAppendTime, and `data` too if
+    `stamped_data`: latency.paced's input append times), others as given."""
     topics = {**({data: 2} if data else {}), **{o: 2 for o in outputs}, **others}
-    create_topics(bootstrap, topics, {o: LOG_APPEND for o in outputs})
+    stamped = (*outputs, *((data,) if data and stamped_data else ()))
+    create_topics(bootstrap, topics, {o: LOG_APPEND for o in stamped})
 
 
 def preload(bootstrap: str, topic: str, n: int, partitions: int = 2) -> None:
