@@ -270,9 +270,10 @@ def latency_seconds(args) -> float:
 def latency_rate(args, r: dict) -> tuple[float, str]:
     if args.latency_rate:
         return args.latency_rate, "--latency-rate"
-    for name, label in (("pmml", "scorestream PMML"), ("K", "(K), scorestream PMML not measured")):
+    for name, label in (("pmml", "half of scorestream PMML's steady rate"),
+                        ("K", "half of (K)'s steady rate: scorestream PMML was not measured")):
         if isinstance(r.get(name), dict) and math.isfinite(r[name]["steady"]):
-            return r[name]["steady"] / 2, f"half of {label}'s steady rate"
+            return r[name]["steady"] / 2, label
     return 5000.0, "a default: no PMML rate was measured in this run"
 
 
