@@ -6,8 +6,8 @@ The producer paces records at `rate`; the warm-up lasts at least `warmup` second
 peer keeps up (what it has written trails what was sent by less than `slack` seconds of input),
 and `SETTLE` seconds more, then `seconds` more are produced and measured. The settling is what
 lets the backlog the peer was still allowed at the check drain before the first measured record,
-which would otherwise wait behind it: a start-up queue counted as tail latency, in any peer. Predictions are matched to their input by the
-output's `source` {partition, offset}.
+which would otherwise wait behind it: a start-up queue counted as tail latency, in any peer.
+Predictions are matched to their input by the output's `source` {partition, offset}.
 
 Four timestamps per record, all wall clock (``System.currentTimeMillis`` in the broker and in the
 peers' JVMs, ``time.time`` here) on one host, each to the millisecond: so every stage is exact to

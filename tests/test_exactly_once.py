@@ -127,6 +127,11 @@ def executors_of_latest_app(work: Path) -> list[int]:
     return found[max(found)] if found else []
 
 
+def live_executors(work: Path, gone: set[int]) -> list[int]:
+    """The newest application's executors still running, less those a test killed or paused (`gone`)."""
+    return [p for p in executors_of_latest_app(work) if p not in gone and process_state(p) not in ("Z", "X", "")]
+
+
 def executor_stderr(work: Path, pid: int) -> Path:
     """The standalone worker's log of the executor process `pid` (work/<app>/<executor id>/stderr)."""
     args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -195,10 +200,10 @@ def one_writing(work: Path, executors: list[int]) -> int | None:
     return None
 
 
-def zombie_fenced(s, job, work: Path, live, gone: set[int], keep_going, attempts: int = 3) -> tuple:
+def zombie_fenced(s, job, work: Path, gone: set[int], keep_going, attempts: int = 3) -> tuple:
     """A zombie executor, fenced. The machine of an executor inside a transaction (the first of
-    ``live()`` seen so; added to `gone`) is paused; its master drops it and its driver gives its
-    work to another executor, until every partition is committed past where it was
+    ``live_executors(work, gone)`` seen so; added to `gone`) is paused; its driver gives it up
+    (heartbeats) and its work to another executor, until every partition is committed past where it was
     (``keep_going(job, moved_on)`` waits for that and returns the job, restarted if its driver had
     to be): each partition's transactional id has been taken over (initTransactions) by a
     successor. Then the executor resumes alone and goes on with its open transaction: its worker,
@@ -208,7 +213,8 @@ def zombie_fenced(s, job, work: Path, live, gone: set[int], keep_going, attempts
     task may end between the log's last line and the pause: then another executor is paused, up
     to `attempts` in all. Returns the job and the refusal's exception."""
     for _ in range(attempts):
-        executor = wait_until(lambda: one_writing(work, live()), timeout=300, what="an executor inside a transaction")
+        executor = wait_until(lambda: one_writing(work, live_executors(work, gone)), timeout=300,
+                              what="an executor inside a transaction")
         log = executor_stderr(work, executor)
         gone.add(executor)
         with machine_paused(executor) as resume:
@@ -302,19 +308,16 @@ def test_exactly_once_through_kills_a_zombie_an_upgrade_and_a_rescale(serving, m
     gone = {executors[0]}  # killed or stopped here: never counted as a live executor again
     steps.append(f"executor killed at {committed(s)}")
 
-    def live_executors() -> list[int]:
-        return [p for p in executors_of_latest_app(work) if p not in gone and process_state(p) not in ("Z", "X", "")]
-
     # 3. A zombie: an executor's machine paused while it writes, resumed once its work has moved on.
     past(0.45)
     # The master replaces a lost executor within seconds, or minutes on a loaded machine.
-    wait_until(lambda: len(live_executors()) == 2, timeout=300, what="two live executors")
+    wait_until(lambda: len(live_executors(work, gone)) == 2, timeout=300, what="two live executors")
 
     def others_go_on(job, moved_on):
         wait_until(moved_on, timeout=300, what="every partition written past where it was paused")
         return job
 
-    job, refused = zombie_fenced(s, job, work, live_executors, gone, others_go_on)
+    job, refused = zombie_fenced(s, job, work, gone, others_go_on)
     steps.append(f"executor paused while writing, its partitions written by another, resumed: refused with"
                  f" {refused} at {committed(s)}")
 

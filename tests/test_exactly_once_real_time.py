@@ -18,7 +18,7 @@ from confluent_kafka import KafkaException
 from scorestream.tools.demo import models
 from harness.streaming import Stream, wait_until
 from test_exactly_once import (RECORDS, assert_each_input_once, committed, eo_conf, executors_of_latest_app,
-                               open_transaction_of_partition_0, process_state, written_again, zombie_fenced)
+                               live_executors, open_transaction_of_partition_0, written_again, zombie_fenced)
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -125,13 +125,8 @@ def test_exactly_once_in_real_time_mode_on_a_standalone_cluster(serving, machine
         # 3. A zombie: an executor's machine paused while it writes, resumed once its work has moved on.
         more(3000)
         paused: set[int] = set()
-
-        def live() -> list[int]:
-            return [p for p in executors_of_latest_app(work)
-                    if p not in paused and process_state(p) not in ("Z", "X", "")]
-
-        wait_until(lambda: len(live()) == 2, timeout=300, what="two live executors")
-        job, refused = zombie_fenced(s, job, work, live, paused, restarted_if_it_exited)
+        wait_until(lambda: len(live_executors(work, paused)) == 2, timeout=300, what="two live executors")
+        job, refused = zombie_fenced(s, job, work, paused, restarted_if_it_exited)
         steps.append(f"executor paused while writing, its partitions written by another, resumed: refused with"
                      f" {refused} at {committed(s)}")
 

@@ -19,15 +19,12 @@ from scorestream.tools.local.broker import free_port
 
 
 class StandaloneCluster:
-    def __init__(self, workdir: Path, cores: int = 2, memory: str = "4g", workers: int = 1,
-                 worker_timeout: int = 60):
-        """``worker_timeout``: seconds without a heartbeat before the master drops a worker and
-        the executors on it (Spark's default minute)."""
+    def __init__(self, workdir: Path, cores: int = 2, memory: str = "4g", workers: int = 1):
         import pyspark
 
         self.home = Path(pyspark.__file__).parent
         self.workdir = workdir
-        self.cores, self.memory, self.workers, self.worker_timeout = cores, memory, workers, worker_timeout
+        self.cores, self.memory, self.workers = cores, memory, workers
         self.port, self.ui = free_port(), free_port()
         self.procs: list[subprocess.Popen] = []
 
@@ -38,7 +35,7 @@ class StandaloneCluster:
     def _start(self, name: str, *args: str) -> None:
         env = {**os.environ, "SPARK_HOME": str(self.home), "SPARK_LOCAL_IP": "127.0.0.1",
                "SPARK_WORKER_DIR": str(self.workdir / "work"), "PYSPARK_PYTHON": sys.executable,
-               "SPARK_NO_DAEMONIZE": "1", "SPARK_MASTER_OPTS": f"-Dspark.worker.timeout={self.worker_timeout}"}
+               "SPARK_NO_DAEMONIZE": "1"}
         log = open(self.workdir / f"{name}.log", "ab")
         self.procs.append(subprocess.Popen([str(self.home / "bin" / "spark-class"), *args], env=env,
                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
