@@ -25,9 +25,10 @@ class Job:
 
     def __init__(self, bootstrap: str, name: str, topics: dict[str, str], work: Path,
                  per_batch: int | None = None, trigger: str | None = None, realtime: bool = False,
-                 delivery: str = "atLeastOnce", rt_batch: str = REAL_TIME_BATCH):
+                 delivery: str = "atLeastOnce", rt_batch: str = REAL_TIME_BATCH, conf: dict[str, str] | None = None):
         """``realtime``: ``spark.trigger: realTime``, batches of ``rt_batch`` (no ``per_batch``).
-        ``delivery``: the job config's (``exactlyOnce``: a Kafka transaction per partition and batch)."""
+        ``delivery``: the job config's (``exactlyOnce``: a Kafka transaction per partition and batch).
+        ``conf``: the spec's ``spark.conf`` (Spark settings to compare)."""
         kafka = {
             "bootstrapServers": bootstrap,
             "dataTopic": topics["data"],
@@ -39,7 +40,7 @@ class Job:
         }
         if per_batch:
             kafka["maxOffsetsPerTrigger"] = per_batch
-        spark = {"master": "local[2]"}
+        spark = {"master": "local[2]", **({"conf": conf} if conf else {})}
         if realtime:
             spark.update(trigger="realTime", triggerInterval=rt_batch)
         elif trigger:
