@@ -21,6 +21,8 @@ import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.spark.sql.Row;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Kafka Streams' exactly-once mechanism, per input partition, inside one Spark task: what both
@@ -44,6 +46,7 @@ import org.apache.spark.sql.Row;
  */
 public final class PartitionTransactions implements Serializable {
   private static final long serialVersionUID = 1L;
+  private static final Logger LOG = LoggerFactory.getLogger(PartitionTransactions.class);
 
   public static final String SOURCE_PARTITION = "srcPartition";
   public static final String SOURCE_OFFSET = "srcOffset";
@@ -187,6 +190,8 @@ public final class PartitionTransactions implements Serializable {
       // a predecessor's commit that initTransactions let finish is seen here.
       OffsetAndMetadata c = offsets.committed(Collections.singleton(tp)).get(tp);
       producer.beginTransaction();
+      // What a replay skips, for whoever reads an executor's log after a failure.
+      LOG.info("Transaction begun for {}: its outputs are committed up to offset {}", tp, c == null ? "none" : c.offset());
       return new Txn(producer, tp, new Progress(c == null ? -1L : c.offset()));
     } catch (RuntimeException e) {
       producer.close();
