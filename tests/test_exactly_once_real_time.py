@@ -17,8 +17,9 @@ from confluent_kafka import KafkaException
 
 from scorestream.tools.demo import models
 from harness.streaming import Stream, wait_until
-from test_exactly_once import (RECORDS, assert_each_input_once, committed, eo_conf, executors_of_latest_app,
-                               live_executors, open_transaction_of_partition_0, written_again, zombie_fenced)
+from test_exactly_once import (RECORDS, ZOMBIE_CLIENT, assert_each_input_once, committed, eo_conf,
+                               executors_of_latest_app, live_executors, open_transaction_of_partition_0,
+                               written_again, zombie_fenced)
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -67,7 +68,7 @@ def test_exactly_once_in_real_time_mode_on_a_standalone_cluster(serving, machine
     a keyed stream of SCORESTREAM_EO_RECORDS records flowing throughout: kill -9 of the driver, a
     producer from before the restart fenced, kill -9 of an executor, a zombie executor fenced, a
     stateless upgrade and a rescale; a read_committed consumer sees every input offset once."""
-    s = serving(partitions=2, delivery="exactlyOnce")
+    s = serving(partitions=2, delivery="exactlyOnce", kafka={"properties": ZOMBIE_CLIENT})
     s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml()))
     # A slot per partition: two executors of one core.
     spark = {"master": machines.master, "conf": eo_conf(2), "trigger": "realTime", "triggerInterval": "5s"}

@@ -48,13 +48,13 @@ class Stream(threading.Thread):
             self.error = e
 
 
-def wait_until(predicate, timeout=120.0, what="condition"):
-    """The predicate's first true value, polled until `timeout` (TimeoutError(what) then)."""
+def wait_until(predicate, timeout=120.0, what="condition", every: float = 0.2):
+    """The predicate's first true value, polled every `every` s until `timeout` (TimeoutError(what) then)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if value := predicate():
             return value
-        time.sleep(0.2)
+        time.sleep(every)
     raise TimeoutError(what)
 
 
