@@ -53,7 +53,7 @@ class StandaloneCluster:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.ui}/json/", timeout=2) as r:
                     if json.load(r).get("aliveworkers") == self.workers:
                         return self
-            except OSError:
+            except (OSError, ValueError):  # not up yet; a starting master's UI may answer /json/ with a page
                 pass
             time.sleep(0.5)
         self.stop()
