@@ -226,8 +226,8 @@ def zombie_fenced(s, job, work: Path, gone: set[int], keep_going, attempts: int 
     (a micro-batch's transaction may last milliseconds: the caller makes it last seconds). The
     task may still end between the log's last line and the pause; or, on resuming, Spark may stop
     the executor before its producer hears from the broker (the driver's StopExecutor to an
-    executor it gave up, SPARK-13519, waits in its socket; so does the heartbeat's order to
-    re-register, which fails): a race of milliseconds either way. Then another executor is
+    executor it gave up, SPARK-13519, waits in its socket; its first heartbeat is answered with
+    an order to re-register, which fails): a race of milliseconds either way. Then another executor is
     paused, up to `attempts` in all. Returns the job and the refusal's exception (and attempt)."""
     for attempt in range(1, attempts + 1):
         with ExitStack() as paused:
