@@ -47,16 +47,23 @@ class StandaloneCluster:
         for i in range(self.workers):
             self._start(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", "--cores", str(self.cores),
                         "--memory", self.memory, "--webui-port", str(free_port()), self.master)
+        try:
+            self._wait_up(timeout)
+        except BaseException:  # nothing left running: the fixture's teardown never runs after a failed setup
+            self.stop()
+            raise
+        return self
+
+    def _wait_up(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.ui}/json/", timeout=2) as r:
                     if json.load(r).get("aliveworkers") == self.workers:
-                        return self
+                        return
             except (OSError, ValueError):  # not up yet; a starting master's UI may answer /json/ with a page
                 pass
             time.sleep(0.5)
-        self.stop()
         raise RuntimeError(f"the standalone cluster did not come up in {timeout:.0f}s: {self.workdir}")
 
     def stop(self) -> None:
