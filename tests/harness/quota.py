@@ -11,7 +11,7 @@ from __future__ import annotations
 import subprocess
 from contextlib import contextmanager
 
-from scorestream.tools.local.broker import TOOL_JVM_OPTS, java
+from scorestream.tools.local.broker import kafka_tool
 
 # librdkafka's default client.id: the tests' own producers (their records, not the job's, pace a test).
 TESTS_CLIENT_ID = "rdkafka"
@@ -19,11 +19,8 @@ UNLIMITED = 1 << 40
 
 
 def configs(bootstrap: str, *args: str) -> None:
-    from scorestream.jars import resolve
-
-    classpath = ":".join(str(j) for j in resolve("kafka-broker"))
-    done = subprocess.run([java(), *TOOL_JVM_OPTS, "-cp", classpath, "kafka.admin.ConfigCommand",
-                           "--bootstrap-server", bootstrap, *args], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(kafka_tool("kafka.admin.ConfigCommand", "--bootstrap-server", bootstrap, *args),
+                          capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
         raise RuntimeError(f"kafka-configs {' '.join(args)} failed ({done.returncode}): {done.stderr[-2000:]}")
 

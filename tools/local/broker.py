@@ -76,6 +76,19 @@ def java() -> str:
     return path
 
 
+def kafka_classpath() -> str:
+    """The pinned broker jars (``scorestream.jars``'s ``kafka-broker`` set, verified on each call)."""
+    from scorestream.jars import resolve
+
+    return os.pathsep.join(str(j) for j in resolve("kafka-broker"))
+
+
+def kafka_tool(main_class: str, *args: str, jvm_opts: tuple[str, ...] = (), classpath: str | None = None) -> list[str]:
+    """The command line of one of Apache Kafka's own tools (a main class of the broker jars), in a
+    small JVM. ``classpath``: ``kafka_classpath()`` when the caller has it already."""
+    return [java(), *TOOL_JVM_OPTS, *jvm_opts, "-cp", classpath or kafka_classpath(), main_class, *args]
+
+
 def cluster_id() -> str:
     """What `kafka-storage.sh random-uuid` prints: a uuid4 as unpadded base64url, never starting
     with "-" (as Kafka's Uuid.randomUuid: the storage tool would read such an id as an option and
@@ -106,9 +119,7 @@ class EmbeddedBroker:
         return self.proc.pid if self.proc else None
 
     def start(self, timeout: float = 60.0) -> "EmbeddedBroker":
-        from scorestream.jars import resolve
-
-        classpath = os.pathsep.join(str(j) for j in resolve("kafka-broker"))
+        classpath = kafka_classpath()
         self.data_dir = Path(tempfile.mkdtemp(prefix="scorestream-kafka-"))
         try:
             log = self.log or self.data_dir / "kafka.log"
@@ -117,8 +128,8 @@ class EmbeddedBroker:
             log4j = f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.properties'}"
             with open(log, "ab") as out:
                 fmt = subprocess.run(
-                    [java(), *TOOL_JVM_OPTS, log4j, "-cp", classpath, "kafka.tools.StorageTool",
-                     "format", "-t", cluster_id(), "-c", str(props), "--standalone"],
+                    kafka_tool("kafka.tools.StorageTool", "format", "-t", cluster_id(), "-c", str(props),
+                               "--standalone", jvm_opts=(log4j,), classpath=classpath),
                     stdout=out, stderr=subprocess.STDOUT, timeout=timeout,
                 )
                 if fmt.returncode != 0:
