@@ -24,6 +24,7 @@ peers' JVMs, ``time.time`` here) on one host, each to the millisecond: so every 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import time
 from datetime import datetime
@@ -42,13 +43,49 @@ STAGES = (
 )
 
 
+def prewarm(bootstrap: str, data: str, out: str, rate: float, seconds: float, alive=lambda: True) -> int:
+    """The peer serves `seconds` at `rate` before paced's own warm-up, and none of it is measured: a
+    job that has been running for a while, whose JIT has compiled the code that runs once a batch.
+    Returns the records sent, once the peer has written them all."""
+    from confluent_kafka import Producer
+
+    values = [feed.wine_json(r) for r in feed.wine_rows()]
+    errors: list = []
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    sent, t0, next_check = 0, time.monotonic(), 0.0
+    while (now := time.monotonic()) - t0 < seconds:
+        if now >= next_check:
+            next_check = now + 1.0
+            if not alive():
+                raise RuntimeError("the peer stopped during the pre-warm-up")
+        while sent < int((now - t0) * rate):
+            try:
+                p.produce(data, values[sent % len(values)], key=str(sent).encode(), partition=sent % 2,
+                          on_delivery=lambda err, _: err is not None and errors.append(err))
+                sent += 1
+            except BufferError:
+                p.poll(0.01)
+        p.poll(0)
+        time.sleep(0.005)
+    p.flush(60)
+    if errors:
+        raise RuntimeError(f"{len(errors)} records not delivered in the pre-warm-up: {errors[0]}")
+    kafka.wait_written(bootstrap, [out], sent, 300, alive, "the peer (pre-warm-up)")
+    return sent
+
+
 def paced(bootstrap: str, data: str, out: str, rate: float, warmup: float, seconds: float, slack: float,
-          alive=lambda: True, max_warmup: float = 120.0, visible: bool = False) -> dict:
+          alive=lambda: True, max_warmup: float = 120.0, visible: bool = False, already: int = 0,
+          window: float | None = None) -> dict:
     """``max_warmup``: seconds past ``warmup`` for the peer to catch up before this gives up.
     ``data`` must be stamped with LogAppendTime (topics.make_topics(stamped_data=True)).
     ``visible``: the end of each latency is when a read_committed consumer following the output
     receives the prediction (wall clock), not its append time: what a reader of a transactional
-    peer waits for, since its records are appended before their transaction commits."""
+    peer waits for, since its records are appended before their transaction commits.
+    ``already``: records the peer has written to `out` before this (prewarm's). ``window``: seconds
+    of each measured slice whose own percentiles are given too (a real-time batch: one batch end each)."""
+    if visible and already:
+        raise ValueError("visible: the follower counts every output from the start, so no pre-warm-up")
     from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Producer
 
     rows = feed.wine_rows()
@@ -80,10 +117,11 @@ def paced(bootstrap: str, data: str, out: str, rate: float, warmup: float, secon
                 next_check = now + 0.5
                 if not alive():
                     raise RuntimeError("the peer stopped during the warm-up")
-                behind = sent - kafka.written(reader, [out])
+                behind = already + sent - kafka.written(reader, [out])
                 if now - t0 >= warmup and behind <= rate * slack:
                     measure_from_ms = int((time.time() + SETTLE) * 1000)
                     warmup_s, phase_start = now - t0 + SETTLE, now + SETTLE
+                    load = os.getloadavg()[0]
                 elif now - t0 > warmup + max_warmup:
                     raise TimeoutError(f"the peer did not keep up with {rate:,.0f} rec/s in {warmup + max_warmup:.0f}s "
                                        f"({behind} records behind)")
@@ -104,7 +142,7 @@ def paced(bootstrap: str, data: str, out: str, rate: float, warmup: float, secon
         p.flush(60)
         if errors:
             raise RuntimeError(f"{len(errors)} records not delivered: {errors[0]}")
-        kafka.wait_written(bootstrap, [out], sent, 120, alive, "the peer (latency)")
+        kafka.wait_written(bootstrap, [out], already + sent, 120, alive, "the peer (latency)")
         if follower is not None:
             follower.wait_for(sent, 120)
     finally:
@@ -113,7 +151,7 @@ def paced(bootstrap: str, data: str, out: str, rate: float, warmup: float, secon
             follower.stop()
 
     stamps, event_time_matches, checked = [], 0, 0
-    for m in follower.messages if follower is not None else kafka.read_all(bootstrap, out):
+    for m in follower.messages if follower is not None else kafka.read_all(bootstrap, out, since_ms=measure_from_ms):
         doc = json.loads(m.value)
         src = doc["source"]
         found = inputs.get((src["partition"], src["offset"]))
@@ -123,8 +161,12 @@ def paced(bootstrap: str, data: str, out: str, rate: float, warmup: float, secon
         if checked < 1000:
             checked += 1
             event_time_matches += _timing_ms(doc, "eventTime") == found[1]
-    return {"rate": rate, "warmup_s": warmup_s, "seconds": seconds, "records": len(stamps),
-            **breakdown(stamps), "event_time_is_input_append": f"{event_time_matches}/{checked}"}
+    slices = {}
+    for st in stamps if window else ():
+        slices.setdefault(int((st[0] - measure_from_ms) / 1000 // window), []).append(st[3] - st[0])
+    return {"rate": rate, "warmup_s": warmup_s, "load": load, "seconds": seconds, "records": len(stamps),
+            **breakdown(stamps), "event_time_is_input_append": f"{event_time_matches}/{checked}",
+            "window": window, "windows": [_percentiles(sorted(slices[k])) for k in sorted(slices)]}
 
 
 def breakdown(stamps: list[tuple[int, int, int | None, int]]) -> dict:
@@ -166,13 +208,19 @@ def _timing_ms(doc: dict, field: str) -> int | None:
 
 def describe(v: dict) -> list[str]:
     """paced's figures as lines: the end-to-end percentiles, each stage's, and the tail's share."""
+    before = v.get("prewarm", (0, 0))
+    before = f"after {before[0] / 60:g} min at {before[1]:,.0f} rec/s, " if before[0] else ""
     lines = [f"p50 {v['p50']:>5,}  p99 {v['p99']:>5,}  p99.9 {v['p99.9']:>5,}  max {v['max']:>5,} ms  "
-             f"(mean {v['mean']:.1f}; {v['records']:,} records, warm-up {v['warmup_s']:.0f}s; timings.eventTime = the "
-             f"input's append time: {v['event_time_is_input_append']})"]
+             f"(mean {v['mean']:.1f}; {v['records']:,} records, {before}warm-up {v['warmup_s']:.0f}s, load "
+             f"{v['load']:.2f} as measuring began; timings.eventTime = the input's append time: "
+             f"{v['event_time_is_input_append']})"]
     for name, what in STAGES:
         s = v["stages"][name]
         lines.append(f"  {name:10} p50 {s['p50']:>5,}  p99 {s['p99']:>5,}  p99.9 {s['p99.9']:>5,}  max {s['max']:>5,} ms"
                      f"   {what}")
     lines.append(f"  the {v['tail_records']:,} records at or above p99, median of each stage: "
                  + ", ".join(f"{name} {v['tail'][name]:g} ms" for name, _ in STAGES))
+    if len(v.get("windows") or ()) > 1:
+        lines.append(f"  each {v['window']:g} s of it, p99 · max: "
+                     + ", ".join(f"{w['p99']:,} · {w['max']:,}" for w in v["windows"]) + " ms")
     return lines

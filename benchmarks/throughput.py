@@ -132,11 +132,13 @@ def _cpu_per_record(begin: tuple, end: tuple) -> dict:
 
 
 def paced_latency(bootstrap: str, name: str, descriptor, peer, rate: float, args, visible: bool = False,
-                  seconds: float | None = None, warmup: float | None = None) -> dict:
+                  seconds: float | None = None, warmup: float | None = None, prewarm: tuple[float, float] = (0, 0),
+                  window: float | None = None) -> dict:
     """A peer started on empty topics, then fed at a steady pace: latency.paced. The warm-up ends once
     the peer trails by less than two trigger intervals + 0.1 s of input (and latency.SETTLE after). ``visible``: to when a
     read_committed consumer receives each prediction (latency.paced). ``seconds``: measured, and
-    ``warmup``: least seconds of warm-up, instead of --latency-seconds and --warmup."""
+    ``warmup``: least seconds of warm-up, instead of --latency-seconds and --warmup. ``prewarm``: (seconds,
+    rec/s) the peer serves first, unmeasured (latency.prewarm). ``window``: latency.paced's."""
     t = {"data": f"{name}-data", "out": f"{name}-out", "dlq": f"{name}-dlq", "models": f"{name}-models"}
     kafka.make_topics(bootstrap, t["data"], (t["out"],), stamped_data=True, **{t["dlq"]: 1, t["models"]: 1})
     feed.publish_model(bootstrap, t["models"], descriptor, to=None)
@@ -144,9 +146,11 @@ def paced_latency(bootstrap: str, name: str, descriptor, peer, rate: float, args
     try:
         p.wait_ready()
         slack = 2 * p.trigger_seconds + 0.1
-        return latency.paced(bootstrap, t["data"], t["out"], rate, warmup or args.warmup, seconds or args.latency_seconds,
-                             slack, p.alive,
-                             visible=visible)
+        already = latency.prewarm(bootstrap, t["data"], t["out"], prewarm[1], prewarm[0], p.alive) if prewarm[0] else 0
+        return {**latency.paced(bootstrap, t["data"], t["out"], rate, warmup or args.warmup,
+                                seconds or args.latency_seconds, slack, p.alive, visible=visible, already=already,
+                                window=window),
+                "prewarm": prewarm}
     except Exception:
         print(p.tail(), file=sys.stderr)
         raise
@@ -164,7 +168,7 @@ def run(args) -> dict:
         def part(name: str, fn):
             if name not in args.only:
                 return
-            print(f"[{time.strftime('%H:%M:%S')}] {name} ...", flush=True)
+            print(f"[{time.strftime('%H:%M:%S')}] {name} ... (load {os.getloadavg()[0]:.2f})", flush=True)
             try:
                 r[name] = fn()
             except Exception as e:  # one broken peer must not hide the others' figures
@@ -202,7 +206,9 @@ def run(args) -> dict:
         rate, basis = latency_rate(args, r)
         r["latency_rate"] = (rate, basis)
         seconds = r["latency_seconds"] = latency_seconds(args)
-        part("K-latency", lambda: paced_latency(b, "lat-k", tree, k_peer, rate, args, seconds=seconds))
+        # Percentiles by real-time batch too: one batch end in each, and (K)'s over the same slices.
+        window = serving.duration_seconds(args.rt_batch) if "rt-latency" in args.only else None
+        part("K-latency", lambda: paced_latency(b, "lat-k", tree, k_peer, rate, args, seconds=seconds, window=window))
         # The job configuration's own trigger interval: none is set here.
         part("pmml-latency", lambda: paced_latency(b, "lat-pmml", tree, lambda t: serving.Job(b, "lat-pmml", t, work), rate,
                                                   args, seconds=seconds))
@@ -211,7 +217,8 @@ def run(args) -> dict:
         rt_warmup = max(args.warmup, 2 * serving.duration_seconds(args.rt_batch) + 5)
         part("rt-latency", lambda: paced_latency(b, "lat-rt", tree, lambda t: serving.Job(b, "lat-rt", t, work, realtime=True,
                                                                                            rt_batch=args.rt_batch),
-                                                rate, args, seconds=seconds, warmup=rt_warmup))
+                                                rate, args, seconds=seconds, warmup=rt_warmup,
+                                                prewarm=(60 * args.rt_warm_minutes, args.rt_warm_rate), window=window))
         def eo():
             """(K) exactly_once_v2, scorestream exactly-once and at-least-once: throughput, then latency."""
             def k_eos(t):
@@ -450,6 +457,10 @@ def main() -> None:
     ap.add_argument("--rt-batch", default=serving.REAL_TIME_BATCH,
                     help=f"the realTime job's triggerInterval in rt and rt-latency (default {serving.REAL_TIME_BATCH}, Spark's "
                          f"shortest); rt-latency then measures whole batches (--latency-seconds rounded up)")
+    ap.add_argument("--rt-warm-minutes", type=float, default=0,
+                    help="rt-latency: minutes the job serves --rt-warm-rate first, unmeasured: a job that has run "
+                         "for a while, whose JIT has compiled what runs once a batch (default 0)")
+    ap.add_argument("--rt-warm-rate", type=float, default=5000, help="records/s of --rt-warm-minutes (default 5,000)")
     args = ap.parse_args()
     args.per_batch = min(args.per_batch, max(1, args.records // 6))
     if 0 < args.warm_records < args.records:

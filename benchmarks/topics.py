@@ -127,17 +127,22 @@ class Follower:
         self._thread.join(30)
 
 
-def read_all(bootstrap: str, topic: str) -> list[Message]:
-    """Every message of a topic up to its current end, by assignment (no group join)."""
+def read_all(bootstrap: str, topic: str, since_ms: int | None = None) -> list[Message]:
+    """Every message of a topic up to its current end, by assignment (no group join); with
+    ``since_ms``, from each partition's first message stamped at or after it."""
     from confluent_kafka import TopicPartition
 
     c = consumer(bootstrap)
     try:
         parts = c.list_topics(topic, timeout=10).topics[topic].partitions
         ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1] for p in parts}
-        c.assign([TopicPartition(topic, p, 0) for p in parts])
+        starts = {p: 0 for p in parts}
+        if since_ms is not None:
+            found = c.offsets_for_times([TopicPartition(topic, p, since_ms) for p in parts], timeout=10)
+            starts = {tp.partition: ends[tp.partition] if tp.offset < 0 else tp.offset for tp in found}
+        c.assign([TopicPartition(topic, p, starts[p]) for p in parts])
         out: list[Message] = []
-        left = {p for p, end in ends.items() if end > 0}
+        left = {p for p, end in ends.items() if end > starts[p]}
         deadline = time.monotonic() + 120
         while left and time.monotonic() < deadline:
             for m in c.consume(10_000, timeout=1.0):
