@@ -58,13 +58,7 @@ def prewarm(bootstrap: str, data: str, out: str, rate: float, seconds: float, al
             next_check = now + 1.0
             if not alive():
                 raise RuntimeError("the peer stopped during the pre-warm-up")
-        while sent < int((now - t0) * rate):
-            try:
-                p.produce(data, values[sent % len(values)], key=str(sent).encode(), partition=sent % 2,
-                          on_delivery=lambda err, _: err is not None and errors.append(err))
-                sent += 1
-            except BufferError:
-                p.poll(0.01)
+        sent = _send(p, data, values, sent, int((now - t0) * rate), lambda err, _: err is not None and errors.append(err))
         p.poll(0)
         time.sleep(0.005)
     p.flush(60)
@@ -127,16 +121,7 @@ def paced(bootstrap: str, data: str, out: str, rate: float, warmup: float, secon
                                        f"({behind} records behind)")
             if measure_from_ms is not None and now - phase_start >= seconds:
                 break
-            due = int((now - t0) * rate)
-            while sent < due:
-                stamp = int(time.time() * 1000)
-                try:
-                    p.produce(data, values[sent % len(values)], key=str(sent).encode(), partition=sent % 2,
-                              timestamp=stamp, on_delivery=delivered)
-                    created[sent] = stamp
-                    sent += 1
-                except BufferError:
-                    p.poll(0.01)
+            sent = _send(p, data, values, sent, int((now - t0) * rate), delivered, created)
             p.poll(0)
             time.sleep(0.001)
         p.flush(60)
@@ -167,6 +152,23 @@ def paced(bootstrap: str, data: str, out: str, rate: float, warmup: float, secon
     return {"rate": rate, "warmup_s": warmup_s, "load": load, "seconds": seconds, "records": len(stamps),
             **breakdown(stamps), "event_time_is_input_append": f"{event_time_matches}/{checked}",
             "window": window, "windows": [_percentiles(sorted(slices[k])) for k in sorted(slices)]}
+
+
+def _send(p, data: str, values: list, sent: int, due: int, on_delivery, created: dict | None = None) -> int:
+    """Records number `sent` up to `due` (the key; round-robin over 2 partitions), each stamped now;
+    returns the count sent. ``created``: each number's CreateTime, until its delivery report."""
+    while sent < due:
+        stamp = int(time.time() * 1000)
+        try:
+            p.produce(data, values[sent % len(values)], key=str(sent).encode(), partition=sent % 2,
+                      timestamp=stamp, on_delivery=on_delivery)
+        except BufferError:
+            p.poll(0.01)
+            continue
+        if created is not None:
+            created[sent] = stamp
+        sent += 1
+    return sent
 
 
 def breakdown(stamps: list[tuple[int, int, int | None, int]]) -> dict:
