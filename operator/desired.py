@@ -91,6 +91,7 @@ def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig
         "kafka": _kafka_config(namespace, spec.kafka),
         "input": spec.input,
         "spark": SparkConfig(master=IN_CLUSTER_MASTER, trigger=spec.spark.trigger, triggerInterval=spec.spark.trigger_interval,
+                             warmUpBatches=spec.spark.warm_up_batches,
                              conf=_spark_conf(name, namespace, spec)),
         "http": HttpConfig(host="0.0.0.0", port=naming.HTTP_PORT, metricsPort=naming.METRICS_PORT,
                            controlTokenFile=f"{CONTROL_SECRET_DIR}/{CONTROL_TOKEN_KEY}"),

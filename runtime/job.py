@@ -132,6 +132,8 @@ class ServingJob:
         missing = self._missing_models()
         if missing:
             return f"waiting for a model for {', '.join(missing)}"
+        if self.realtime is not None and self.realtime.warming:
+            return "warming up (spark.warmUpBatches)"
         if self.query is None or not self.query.isActive:
             return "query not running"
         if self.realtime is not None and self.realtime.short_of_slots:
@@ -176,6 +178,8 @@ class ServingJob:
             if not self._wait_for_models():
                 return 0
             self.query = self._start_query()
+            if self.query is None:  # stopped before it started
+                return 0
             return self._supervise()
         except Exception as e:
             self._failure = f"{type(e).__name__}: {e}"
@@ -223,7 +227,11 @@ class ServingJob:
             # Local mode's slots are what it started with; a cluster's grow as executors register.
             wait = SLOTS_TIMEOUT_SECONDS if self.executors.cluster else 0.0
             self.realtime.wait_for_slots(self.executors.task_slots, wait, self._stopping)
-            return self.realtime.start(self._source(), exactly_once.transactional_writer(self.spark, c))
+            source = self._source()
+            self.realtime.warm_up(source, self._stopping)
+            if self._stopping.is_set():
+                return None
+            return self.realtime.start(source, exactly_once.transactional_writer(self.spark, c))
         return (
             self._source()
             .writeStream.queryName(f"scorestream-{c.name}")

@@ -28,7 +28,7 @@ from typing import Callable
 
 from scorestream.api.scoring import RoutingTable
 from scorestream.config import JobConfig
-from scorestream.runtime import kafka_options
+from scorestream.runtime import kafka_options, warm_up
 from scorestream.runtime.models import ModelRegistry, Snapshot
 from scorestream.runtime.pipeline import BatchScorer
 from scorestream.runtime.stats import ServingStats
@@ -50,6 +50,7 @@ class RealTimeQuery:
         self._generation: int | None = None
         self._counted_batch = -1
         self.short_of_slots: str | None = None  # why some partitions go unread, if they do
+        self.warming = False
 
     def wait_for_slots(self, slots: Callable[[], int], timeout: float, stopping) -> None:
         """A real-time query runs a task per data-topic partition for the whole batch: with fewer
@@ -68,6 +69,22 @@ class RealTimeQuery:
         self.short_of_slots = too_few_slots(partitions, slots) if slots < partitions else None
         if self.short_of_slots:
             log.error("%s", self.short_of_slots)
+
+    def warm_up(self, source, stopping) -> None:
+        """Before ``start``: the query's own plan run over generated records, writing nothing,
+        ``spark.warmUpBatches`` times (``runtime.warm_up``). Not ready meanwhile."""
+        def rows(stand_in):
+            rows, holder = self.scorer.live(stand_in, self.table_of(self.registry.snapshot()))
+            holder.drain()  # every generated record dropped unread: nothing scored or written
+            return rows
+
+        self.warming = True
+        try:
+            warm_up.warm_up(source, rows, self.config.kafka.data_topic, data_partitions(self.config),
+                            self.config.spark.warm_up_batches, stopping, WARM_UP_TIMEOUT_SECONDS)
+        finally:
+            self.warming = False
+            self.scorer.drain_counts()  # drained rows count nothing; a fault's partial counts go too
 
     def start(self, source, transactional=None):
         """The query: the data topic's records, scored, to Spark's Kafka sink; with
@@ -123,6 +140,10 @@ class RealTimeQuery:
             log.warning("no batch began within %.0fs of the stop: the batch in flight is read again on restart",
                         timeout)
         query.stop()
+
+
+# The most a warm-up may delay serving, whatever its batches take (a slow or busy cluster).
+WARM_UP_TIMEOUT_SECONDS = 120.0
 
 
 def too_few_slots(partitions: int, slots: int) -> str:

@@ -69,15 +69,16 @@ def test_a_real_time_job_takes_batches_of_5s_or_more_and_no_per_batch_bound():
         parse_job_config(real_time)
 
 
-def test_the_trigger_field_leaves_the_configuration_hash_of_existing_jobs_as_it_was():
+def test_fields_added_later_leave_the_configuration_hash_of_existing_jobs_as_it_was():
     # The operator hashes hashed_json() to decide whether a driver rolls: a field added with a
     # default must not roll every driver on upgrade.
     config = parse_job_config(with_("spark.triggerInterval", "1s"))
     assert config.hashed_json() == config.to_json().replace('    "trigger": "processingTime",\n', "").replace(
-        '  "delivery": "atLeastOnce",\n', "")
-    assert '"trigger"' not in config.hashed_json() and '"delivery"' not in config.hashed_json()
-    real_time = parse_job_config(with_("spark", {"trigger": "realTime", "triggerInterval": "5s"}))
-    assert '"trigger": "realTime"' in real_time.hashed_json()
+        '    "warmUpBatches": 300,\n', "").replace('  "delivery": "atLeastOnce",\n', "")
+    for field in ('"trigger"', '"delivery"', '"warmUpBatches"'):
+        assert field not in config.hashed_json()
+    real_time = parse_job_config(with_("spark", {"trigger": "realTime", "triggerInterval": "5s", "warmUpBatches": 0}))
+    assert '"trigger": "realTime"' in real_time.hashed_json() and '"warmUpBatches": 0' in real_time.hashed_json()
     assert '"delivery": "exactlyOnce"' in parse_job_config(with_("delivery", "exactlyOnce")).hashed_json()
 
 

@@ -127,7 +127,7 @@ def test_a_model_change_does_not_restart_the_driver_but_a_job_change_does():
     assert _hash(trigger) != _hash(base)
 
 
-def test_a_real_time_resource_renders_a_real_time_job_and_changing_the_trigger_rolls_the_driver():
+def test_a_real_time_resource_renders_a_real_time_job_and_changing_the_trigger_or_warm_up_rolls_the_driver():
     body = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine-pmml-realtime.yaml").read_text())
     body["metadata"]["uid"] = EXAMPLE["metadata"]["uid"]
     cm = by_kind(desired.desired_objects(body))["ConfigMap"]
@@ -136,6 +136,10 @@ def test_a_real_time_resource_renders_a_real_time_job_and_changing_the_trigger_r
     micro = copy.deepcopy(body)
     micro["spec"]["spark"]["trigger"] = "processingTime"
     assert _hash(micro) != _hash(body)
+    cold = copy.deepcopy(body)
+    cold["spec"]["spark"]["warmUpBatches"] = 0
+    config = parse_job_config(json.loads(by_kind(desired.desired_objects(cold))["ConfigMap"]["data"]["job.json"]))
+    assert config.spark.warm_up_batches == 0 and _hash(cold) != _hash(body)
 
 
 def test_render_is_pure():

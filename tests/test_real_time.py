@@ -2,16 +2,18 @@
 
 A hot swap lands at a batch's first offset; the statistics match what was written, per model;
 a TensorFlow model is refused; SIGTERM mid-stream, then a restart, writes every record exactly
-once; kill -9 redoes at most the batch in flight; a partition without a task slot stops the job.
+once; kill -9 redoes at most the batch in flight; the warm-up writes and counts nothing, and a
+stop ends it; a partition without a task slot stops the job.
 """
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
 
-from scorestream.config import REAL_TIME_PMML_ONLY
+from scorestream.config import REAL_TIME_PMML_ONLY, WARM_UP_BATCHES
 from scorestream.tools.demo import feed, models
 
 from harness.standalone import standalone_conf
@@ -92,6 +94,32 @@ def test_kill_9_in_real_time_mode_redoes_at_most_a_batch(serving):
     largest = max(len(v) for v in per_batch.values())
     assert duplicates <= largest, (duplicates, {b: len(v) for b, v in per_batch.items()})
     print(f"real-time kill -9: {sent} records, {duplicates} duplicates (the largest batch: {largest} records)")
+
+
+def test_a_real_time_job_warms_up_unready_and_a_stop_then_ends_it_writing_nothing(serving):
+    """spark.warmUpBatches (runtime/warm_up.py): before its query reads, the job runs its own plan
+    over generated records, not ready; a SIGTERM then ends it there, nothing written; the
+    restart warms up, then serves every record, and the generated ones count for nothing."""
+    s = serving(**REAL_TIME)
+    s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml()))
+    n = s.produce(feed.wine_records(feed.wine_rows()[:500]))
+    job = s.start()
+    wait_until(lambda: job.readiness().get("reason", "").startswith("warming up"), timeout=180, what="the warm-up",
+               every=0.1)
+    asked = time.monotonic()
+    assert job.stop() == 0
+    took = time.monotonic() - asked
+    ran = re.search(r"warm-up: (\d+) of (\d+) batches", job.log_path.read_text())
+    assert ran and int(ran[1]) < int(ran[2]) == WARM_UP_BATCHES, "the stop ended the warm-up"
+    assert s.read("out") == [] and s.read("dlq") == []
+
+    again = s.start().wait_ready()
+    stats = again.wait_records(n)
+    assert (stats["totals"]["recordsIn"], stats["totals"]["recordsOut"]) == (n, n)
+    assert f"warm-up: {WARM_UP_BATCHES} of {WARM_UP_BATCHES} batches" in again.log_path.read_text()
+    assert again.stop() == 0
+    assert len(s.outputs(expect=n)) == n
+    print(f"real-time warm-up: SIGTERM during it to exit {took:.1f}s")
 
 
 def test_a_real_time_job_with_fewer_task_slots_than_partitions_refuses_to_start(serving):

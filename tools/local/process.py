@@ -66,11 +66,17 @@ class JobProcess:
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read() or b"{}")
 
-    def ready(self) -> bool:
+    def readiness(self) -> dict:
+        """``/readyz``'s answer (``Readiness``), ready or not; {} while the job does not answer."""
         try:
-            return bool(self.get("/readyz").get("ready"))
+            return self.get("/readyz")
+        except urllib.error.HTTPError as e:  # 503: not ready, and why
+            return json.loads(e.read() or b"{}")
         except (urllib.error.URLError, OSError, ValueError):
-            return False
+            return {}
+
+    def ready(self) -> bool:
+        return bool(self.readiness().get("ready"))
 
     def wait_ready(self, timeout: float = 180.0) -> "JobProcess":
         deadline = time.monotonic() + timeout
