@@ -1,6 +1,6 @@
 """The pause at each real-time batch end, taken apart from Spark's event log.
 
-    .venv/bin/python benchmarks/rt_pause.py [--rate 10000] [--batch 5s] [--seconds 30] [--conf k=v ...]
+    .venv/bin/python benchmarks/rt_pause.py [--rate 10000] [--batch 5s] [--seconds 30] [--warm-up-batches N] [--conf k=v ...]
 
 One embedded broker; scorestream's job with the demo's tree and ``spark.trigger: realTime``
 (Spark local[2], batches of ``--batch``), fed at ``--rate`` for ``--warmup`` + ``--seconds``
@@ -13,8 +13,9 @@ Kafka offsets, then the next batch's planning, ``queryPlanning`` of its progress
 is submitted (code generation, the job and its task binary); -> its tasks are launched and
 deserialized. The batch ends are in the order they happened, so the JIT's warming shows:
 Spark plans each batch anew, and code that runs once a batch is compiled only after many of
-them. ``--conf``: Spark settings for the job (the spec's ``spark.conf``), to compare; run the
-two sides one after the other, in turns, on a machine shared with other work.
+them. ``--conf``: Spark settings for the job (the spec's ``spark.conf``), ``--warm-up-batches``
+its ``spark.warmUpBatches`` (0: none), to compare; run the two sides one after the other, in
+turns. The job's warm-up query (runtime/warm_up.py) is printed apart: its batches and time.
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ from scorestream.tools.demo import feed, models
 from scorestream.tools.local.broker import EmbeddedBroker
 
 
-def batch_ends(event_log: Path) -> list[dict]:
-    """Per batch end (ms): ``pause`` (the first task of the batch ending -> the next batch's tasks
-    launched and deserialized), ``to_sql``, ``to_job``, ``launch`` (its parts), ``planning``
-    (the next batch's queryPlanning)."""
+def batch_ends(event_log: Path) -> tuple[list[dict], dict]:
+    """Per batch end of the query last started (ms): ``pause`` (the first task of the batch
+    ending -> the next batch's tasks launched and deserialized), ``to_sql``, ``to_job``,
+    ``launch`` (its parts), ``planning`` (the next batch's queryPlanning); and the jobs of the
+    queries before it (the job's warm-up, runtime/warm_up.py): ``jobs``, ``seconds``."""
     jobs: dict[int, dict] = {}
     tasks: dict[int, list] = {}
     sql_start: dict[int, int] = {}
@@ -50,7 +52,7 @@ def batch_ends(event_log: Path) -> list[dict]:
             props = e.get("Properties") or {}
             root = props.get("spark.sql.execution.root.id") or props.get("spark.sql.execution.id")
             jobs[e["Job ID"]] = {"start": e["Submission Time"], "stage": e["Stage IDs"][0],
-                                 "sql": int(root) if root else None,
+                                 "sql": int(root) if root else None, "query": props.get("spark.jobGroup.id"),
                                  "batch": int(props.get("streaming.sql.batchId", -1))}
         elif kind == "SparkListenerJobEnd" and e["Job ID"] in jobs:
             jobs[e["Job ID"]]["end"] = e["Completion Time"]
@@ -63,9 +65,15 @@ def batch_ends(event_log: Path) -> list[dict]:
         elif kind.endswith("QueryProgressEvent"):
             p = e["progress"]
             planning[p["batchId"]] = p["durationMs"].get("queryPlanning")
+    last = jobs[max(jobs)]["query"] if jobs else None
+    earlier = [j for j in jobs.values() if j["query"] != last and "end" in j]
+    warm_up = {"jobs": len(earlier),
+               "seconds": (max(j["end"] for j in earlier) - min(j["start"] for j in earlier)) / 1000 if earlier else 0.0}
     ends, before = [], None
     for jid in sorted(jobs):
         j = jobs[jid]
+        if j["query"] != last:
+            continue
         ts = tasks.get(j["stage"])
         if not ts or "end" not in j:
             continue
@@ -76,7 +84,7 @@ def batch_ends(event_log: Path) -> list[dict]:
                          "to_job": j["start"] - sql, "launch": reading - j["start"],
                          "planning": planning.get(j["batch"])})
         before = {"first_done": min(t[1] for t in ts), "end": j["end"]}
-    return ends
+    return ends, warm_up
 
 
 def main() -> None:
@@ -86,6 +94,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0, help="measured seconds (default 30)")
     ap.add_argument("--warmup", type=float, default=12.0, help="least seconds of warm-up (default 12)")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting of the job")
+    ap.add_argument("--warm-up-batches", type=int, default=None, help="the job's spark.warmUpBatches (default: its default)")
     args = ap.parse_args()
     conf = dict(kv.split("=", 1) for kv in args.conf)
     load = os.getloadavg()[0]
@@ -99,7 +108,7 @@ def main() -> None:
         feed.publish_model(b, t["models"], tree, to=None)
         events = work / "events"
         events.mkdir()
-        job = serving.Job(b, "rtp", t, work, realtime=True, rt_batch=args.batch, conf={
+        job = serving.Job(b, "rtp", t, work, realtime=True, rt_batch=args.batch, warm_up_batches=args.warm_up_batches, conf={
             **conf, "spark.eventLog.enabled": "true", "spark.eventLog.dir": str(events),
             "spark.eventLog.compress": "false", "spark.eventLog.rolling.enabled": "false"})
         job.start()
@@ -112,8 +121,10 @@ def main() -> None:
         finally:
             job.stop()
         logs = [p for p in events.rglob("*") if p.is_file() and not p.name.startswith(".")]
-        ends = batch_ends(max(logs, key=lambda p: p.stat().st_size))
+        ends, warm_up = batch_ends(max(logs, key=lambda p: p.stat().st_size))
     print("\n".join(latency.describe(v)))
+    print(f"the job's warm-up (spark.warmUpBatches {args.warm_up_batches if args.warm_up_batches is not None else 'default'}):"
+          f" {warm_up['jobs']} batches in {warm_up['seconds']:.1f}s")
     print("per batch end, ms: pause = job end -> next SQL execution (its queryPlanning) -> job submitted -> tasks reading")
     for i, e in enumerate(ends, 1):
         print(f"  {i:3} {e['pause']:6,} = {e['to_sql']:5,} ({e['planning'] if e['planning'] is not None else '?':>4}) "

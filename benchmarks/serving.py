@@ -25,8 +25,10 @@ class Job:
 
     def __init__(self, bootstrap: str, name: str, topics: dict[str, str], work: Path,
                  per_batch: int | None = None, trigger: str | None = None, realtime: bool = False,
-                 delivery: str = "atLeastOnce", rt_batch: str = REAL_TIME_BATCH, conf: dict[str, str] | None = None):
-        """``realtime``: ``spark.trigger: realTime``, batches of ``rt_batch`` (no ``per_batch``).
+                 delivery: str = "atLeastOnce", rt_batch: str = REAL_TIME_BATCH, conf: dict[str, str] | None = None,
+                 warm_up_batches: int | None = None):
+        """``realtime``: ``spark.trigger: realTime``, batches of ``rt_batch`` (no ``per_batch``), and
+        ``warm_up_batches`` (``spark.warmUpBatches``; None: its default).
         ``delivery``: the job config's (``exactlyOnce``: a Kafka transaction per partition and batch).
         ``conf``: the spec's ``spark.conf`` (Spark settings to compare)."""
         kafka = {
@@ -43,6 +45,8 @@ class Job:
         spark = {"master": "local[2]", **({"conf": conf} if conf else {})}
         if realtime:
             spark.update(trigger="realTime", triggerInterval=rt_batch)
+            if warm_up_batches is not None:
+                spark["warmUpBatches"] = warm_up_batches
         elif trigger:
             spark["triggerInterval"] = trigger
         config = JobConfig.model_validate({
