@@ -60,8 +60,7 @@ def run_batches(plan: DataFrame, batches: int, stopping: threading.Event, timeou
         deadline = time.monotonic() + timeout
         try:
             while query.isActive and completed(query) < batches and time.monotonic() < deadline:
-                stopping.wait(0.05)
-                if stopping.is_set():
+                if stopping.wait(0.05):
                     break
         finally:
             query.stop()

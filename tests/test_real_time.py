@@ -116,7 +116,8 @@ def test_a_real_time_job_warms_up_unready_and_a_stop_then_ends_it_writing_nothin
     again = s.start().wait_ready()
     stats = again.wait_records(n)
     assert (stats["totals"]["recordsIn"], stats["totals"]["recordsOut"]) == (n, n)
-    assert f"warm-up: {WARM_UP_BATCHES} of {WARM_UP_BATCHES} batches" in again.log_path.read_text()
+    ran = re.search(r"warm-up: (\d+) of \d+ batches", again.log_path.read_text())
+    assert ran and int(ran[1]) >= WARM_UP_BATCHES  # the query is stopped once it has run them all
     assert again.stop() == 0
     assert len(s.outputs(expect=n)) == n
     print(f"real-time warm-up: SIGTERM during it to exit {took:.1f}s")
