@@ -79,13 +79,14 @@ def warm_up(source: DataFrame, plan_of: Callable[[DataFrame], DataFrame], topic:
     """``plan_of`` (the query's rows of a source) over a stand-in of ``source``, ``batches``
     times. A warm-up that fails is logged and the job goes on: it only makes the first batch
     ends shorter, and the real query meets any fault of its own."""
-    if batches <= 0 or stopping.is_set():
+    if batches <= 0:
         return
-    began = time.monotonic()
-    try:
-        ran = run_batches(plan_of(stand_in_source(source.sparkSession, source.schema, topic, partitions)),
-                          batches, stopping, timeout)
-    except Exception as e:  # noqa: BLE001 - any fault here is the warm-up's, not the serving's
-        log.warning("warm-up failed, starting cold: %s", e)
-        return
+    began, ran = time.monotonic(), 0
+    if not stopping.is_set():  # a stop may come while the caller looks up the partitions
+        try:
+            ran = run_batches(plan_of(stand_in_source(source.sparkSession, source.schema, topic, partitions)),
+                              batches, stopping, timeout)
+        except Exception as e:  # noqa: BLE001 - any fault here is the warm-up's, not the serving's
+            log.warning("warm-up failed, starting cold: %s", e)
+            return
     log.info("warm-up: %d of %d batches in %.1fs", ran, batches, time.monotonic() - began)
