@@ -226,9 +226,9 @@ class ServingJob:
                                           lambda snap: routing_table(c, snap, self._protobuf))
             # Local mode's slots are what it started with; a cluster's grow as executors register.
             wait = SLOTS_TIMEOUT_SECONDS if self.executors.cluster else 0.0
-            self.realtime.wait_for_slots(self.executors.task_slots, wait, self._stopping)
+            partitions = self.realtime.wait_for_slots(self.executors.task_slots, wait, self._stopping)
             source = self._source()
-            self.realtime.warm_up(source, self._stopping)
+            self.realtime.warm_up(source, partitions, self._stopping)
             if self._stopping.is_set():
                 return None
             return self.realtime.start(source, exactly_once.transactional_writer(self.spark, c))

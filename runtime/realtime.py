@@ -52,16 +52,18 @@ class RealTimeQuery:
         self.short_of_slots: str | None = None  # why some partitions go unread, if they do
         self.warming = False
 
-    def wait_for_slots(self, slots: Callable[[], int], timeout: float, stopping) -> None:
+    def wait_for_slots(self, slots: Callable[[], int], timeout: float, stopping) -> int:
         """A real-time query runs a task per data-topic partition for the whole batch: with fewer
         task slots, the partitions left over are never read (Spark says nothing; their lag grows).
-        Wait for the executors to register, then refuse to start short of slots."""
+        Wait for the executors to register, then refuse to start short of slots. Returns the
+        partitions."""
         partitions = data_partitions(self.config)
         deadline = time.monotonic() + timeout
         while slots() < partitions and time.monotonic() < deadline and not stopping.is_set():
             stopping.wait(1.0)
         if slots() < partitions and not stopping.is_set():
             raise RuntimeError(too_few_slots(partitions, slots()))
+        return partitions
 
     def check_slots(self, partitions: int, slots: int) -> None:
         """After each batch: partitions added to the data topic, or executors lost, leave some
@@ -70,7 +72,7 @@ class RealTimeQuery:
         if self.short_of_slots:
             log.error("%s", self.short_of_slots)
 
-    def warm_up(self, source, stopping) -> None:
+    def warm_up(self, source, partitions: int, stopping) -> None:
         """Before ``start``: the query's own plan run over generated records, writing nothing,
         ``spark.warmUpBatches`` times (``runtime.warm_up``). Not ready meanwhile."""
         def rows(stand_in):
@@ -80,7 +82,7 @@ class RealTimeQuery:
 
         self.warming = True
         try:
-            warm_up.warm_up(source, rows, self.config.kafka.data_topic, data_partitions(self.config),
+            warm_up.warm_up(source, rows, self.config.kafka.data_topic, partitions,
                             self.config.spark.warm_up_batches, stopping, WARM_UP_TIMEOUT_SECONDS)
         finally:
             self.warming = False
