@@ -99,8 +99,9 @@ def test_kill_9_in_real_time_mode_redoes_at_most_a_batch(serving):
 def test_a_real_time_job_warms_up_unready_and_a_stop_then_ends_it_writing_nothing(serving):
     """spark.warmUpBatches (runtime/warm_up.py): before its query reads, the job runs its own plan
     over generated records, not ready; a SIGTERM then ends it there, nothing written; the
-    restart warms up, then serves every record, and the generated ones count for nothing."""
-    s = serving(**REAL_TIME)
+    restart warms up, then serves every record, and the generated ones count for nothing. The
+    default's warm-up (the harness's jobs take a short one)."""
+    s = serving(spark={**REAL_TIME["spark"], "warmUpBatches": WARM_UP_BATCHES})
     s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml()))
     n = s.produce(feed.wine_records(feed.wine_rows()[:500]))
     job = s.start()

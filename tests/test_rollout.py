@@ -17,6 +17,7 @@ import pytest
 from scorestream.tools.demo import feed
 from scorestream.operator.publish import ROLLOUT_HEADER
 
+from harness.fixtures import TEST_WARM_UP_BATCHES
 from harness.operator import MS, Operated, apply, condition, events, obj, resource, until
 from harness.streaming import Stream, takeovers
 
@@ -257,7 +258,8 @@ async def test_a_real_time_resource_rolls_its_model_at_a_batch_boundary(api, bro
     s = serving(partitions=2)
     async with Operated(api, observeInterval=1, rolloutPoll=0.25) as run:
         body, job, stream = await tree_serving(api, run, s, broker, artifacts, tmp_path,
-                                               {"trigger": "realTime", "triggerInterval": "5s"})
+                                               {"trigger": "realTime", "triggerInterval": "5s",
+                                                "warmUpBatches": TEST_WARM_UP_BATCHES})
         body["spec"]["model"] = model(artifacts, "linear", 2)
         t0 = time.monotonic()
         await apply(api, body)

@@ -203,7 +203,7 @@ class Serving:
                 "modelsTopic": self.topics["models"],
             },
             "input": {"fields": list(feed.WINE_COLUMNS)},
-            "spark": {"master": "local[2]", "triggerInterval": "500ms"},
+            "spark": {"master": "local[2]", "triggerInterval": "500ms", "warmUpBatches": TEST_WARM_UP_BATCHES},
             "http": {"host": "127.0.0.1", "port": free_port(), "metricsPort": free_port(),
                      "controlTokenFile": str(self.token_file)},
             "checkpointLocation": self.checkpoint,
@@ -247,6 +247,13 @@ class Serving:
     def close(self) -> None:
         for job in self.jobs:
             job.kill()
+
+
+# A real-time job's warm-up (spark.warmUpBatches) in the tests' jobs: a few batches, so the path
+# runs beside everything else (exactly-once, executors in their own JVMs, kill -9) in seconds; the
+# default's 300 take 20-60 s a start, which only the warm-up's own test (test_real_time.py) and the
+# latency benchmarks need.
+TEST_WARM_UP_BATCHES = 5
 
 
 def _merge(into: dict, extra: dict) -> None:
