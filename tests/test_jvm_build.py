@@ -80,7 +80,7 @@ def test_the_jar_is_found_by_the_digest_of_the_current_sources(monkeypatch, tmp_
 
 
 def test_the_junit_tests_pass():
-    """Records, RoutingTable, SafeXml, Protobuf, Verifier, LiveTable, PartitionTransactions: `mvn -o test` (make setup's
+    """Records, SinkRow, RoutingTable, SafeXml, Protobuf, Verifier, LiveTable, PartitionTransactions: `mvn -o test` (make setup's
     build has cached every plugin and dependency)."""
     res = subprocess.run(["mvn", "-o", "-B", "-q", "-f", str(jvm.POM), "test"], capture_output=True, text=True)
     assert res.returncode == 0, (res.stdout + res.stderr)[-6000:]

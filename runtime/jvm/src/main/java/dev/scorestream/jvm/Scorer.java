@@ -52,7 +52,7 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
   static final String[] SOURCE_COLUMNS = {"key", "value", "topic", "partition", "offset", "ts"};
   /** What ss_finish reads of a row back from TensorFlow, in order: where it came from, its slots. */
   static final String[] FINISH_COLUMNS = {"key", "topic", "partition", "offset", "ts", "dataType", "primary", "shadow"};
-  private static final String HEADERS_DDL = "ARRAY<STRUCT<key: STRING, value: BINARY>>";
+  static final String HEADERS_DDL = "ARRAY<STRUCT<key: STRING, value: BINARY>>";
 
   /** What both UDFs return. {@code value} is null for a dead letter: it keeps the record's own. */
   public static final String RESULT_DDL =
@@ -143,19 +143,10 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
   }
 
   static final int DEFAULT_MAX_REQUEST_BYTES = 1_048_576;
-  // Room per record (the batch's and the record's framing) and per header (its varints): what the
-  // producer counts besides the bytes of keys and values, with a margin.
-  static final int RECORD_FRAMING_BYTES = 1024;
-  static final int HEADER_FRAMING_BYTES = 16;
 
   /**
-   * What Spark's Kafka sink writes of scored rows: each row to the topic the scorer chose; a dead
-   * letter keeps its value and its own headers and gains the scorer's. A dead letter that would
-   * not fit the sink's {@code max.request.size} (key, value and every header counted) sheds what
-   * it must, in this order, each named by a header: its value ({@code value.dropped} = its bytes),
-   * then its own headers ({@code headers.dropped} = how many), then its key ({@code key.dropped} =
-   * its bytes). The scorer's own headers are bounded (Records.MAX_HEADER_BYTES), so every dead
-   * letter fits and no record, of any size, fails the sink and with it the query.
+   * What Spark's Kafka sink writes of scored rows: topic, key, value, headers ({@link SinkRow},
+   * which sheds what a dead letter cannot fit in the sink's {@code max.request.size}).
    */
   public static Dataset<Row> sinkRows(Dataset<Row> scored, int maxRequestBytes) {
     return sinkRows(scored, maxRequestBytes, new Column[0]);
@@ -170,47 +161,18 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
 
   private static Dataset<Row> sinkRows(Dataset<Row> scored, int maxRequestBytes, Column[] carried, Column... source) {
     Column r = col("r");
-    Dataset<Row> rows = scored.select(concat(new Column[] {
-        r.getField("topic").as("topic"),
-        col("key"),
-        functions.coalesce(r.getField("value"), col("value")).as("value"),
-        functions.coalesce(col("headers"), functions.array().cast(HEADERS_DDL)).as("own"),
-        r.getField("deadHeaders").as("dead")}, source));
-    long budget = (long) maxRequestBytes - RECORD_FRAMING_BYTES;
-    String headerBytes = "aggregate(%s, 0L, (a, h) -> a + " + HEADER_FRAMING_BYTES
-        + " + coalesce(octet_length(h.key), 0) + coalesce(octet_length(h.value), 0))";
-    Dataset<Row> sized = rows.select(concat(new Column[] {col("topic"), col("key"), col("value"), col("own"), col("dead"),
-        functions.expr("coalesce(octet_length(key), 0)").as("kB"),
-        functions.expr("coalesce(octet_length(value), 0)").as("vB"),
-        functions.expr(String.format(headerBytes, "own")).as("oB"),
-        functions.expr(String.format(headerBytes, "coalesce(dead, array())")).as("dB")}, carried));
-    Column level = functions.expr("CASE WHEN dead IS NULL OR kB + vB + oB + dB <= " + budget + " THEN 0"
-        + " WHEN kB + oB + dB + 64 <= " + budget + " THEN 1"
-        + " WHEN kB + dB + 128 <= " + budget + " THEN 2 ELSE 3 END");
-    Dataset<Row> leveled = sized.withColumn("level", level);
-    return leveled.select(concat(new Column[] {
-        col("topic"),
-        functions.expr("CASE WHEN level = 3 THEN CAST(NULL AS BINARY) ELSE key END").as("key"),
-        functions.expr("CASE WHEN level >= 1 THEN X'' ELSE value END").as("value"),
-        functions.expr("CASE WHEN dead IS NULL THEN NULL"
-            + " WHEN level = 0 THEN concat(own, dead)"
-            + " WHEN level = 1 THEN concat(own, dead, array(" + marker("value.dropped", "vB") + "))"
-            + " WHEN level = 2 THEN concat(dead, array(" + marker("value.dropped", "vB") + ", "
-            + marker("headers.dropped", "size(own)") + "))"
-            + " ELSE concat(dead, array(" + marker("value.dropped", "vB") + ", "
-            + marker("headers.dropped", "size(own)") + ", " + marker("key.dropped", "kB") + ")) END")
-            .cast(HEADERS_DDL).as("headers")}, carried));
+    // Non-deterministic, as the scorer: the optimizer must not inline it once per field it is read for.
+    Column sink = functions.udf(new SinkRow(maxRequestBytes), SinkRow.TYPE).asNondeterministic().apply(
+        r.getField("topic"), col("key"), r.getField("value"), col("value"), col("headers"), r.getField("deadHeaders"));
+    Dataset<Row> rows = scored.select(concat(new Column[] {sink.as("s")}, source));
+    return rows.select(concat(new Column[] {col("s.topic").as("topic"), col("s.key").as("key"),
+        col("s.value").as("value"), col("s.headers").as("headers")}, carried));
   }
 
   private static Column[] concat(Column[] a, Column[] b) {
     Column[] c = java.util.Arrays.copyOf(a, a.length + b.length);
     System.arraycopy(b, 0, c, a.length, b.length);
     return c;
-  }
-
-  private static String marker(String name, String bytes) {
-    return "named_struct('key', '" + Records.HEADER_PREFIX + name + "', 'value', CAST(CAST(" + bytes
-        + " AS STRING) AS BINARY))";
   }
 
   private static Column[] columns(String[] names) {
