@@ -17,9 +17,9 @@ import org.apache.spark.sql.types.DataType;
  * The scorer's own headers are bounded (Records.MAX_HEADER_BYTES), so every dead letter fits and
  * no record, of any size, fails the sink and with it the query.
  *
- * <p>One function, not a projection of SQL expressions: a real-time query plans and generates
- * its code anew at every batch end while its records wait, and the dozen expressions this was
- * (sizes, levels, header arrays) were a third of that.
+ * <p>One function, not a projection of SQL expressions: a real-time query analyses, optimizes
+ * and generates code for its whole plan anew at every batch end while its records wait, and a
+ * dozen expressions (sizes, levels, header arrays, lambdas) cost that far more than one call.
  */
 final class SinkRow implements UDF6<String, byte[], byte[], byte[], scala.collection.Seq<Row>, scala.collection.Seq<Row>, Row> {
   private static final long serialVersionUID = 1L;
