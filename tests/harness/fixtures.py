@@ -96,6 +96,17 @@ def scratch_under_pytest(tmp_path_factory):
     os.environ["SPARK_LOCAL_DIRS"] = str(base / "spark")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def run_dirs_restored():
+    """/run/netns and /run/containerd as they were before the session (harness/netns.py)."""
+    from harness import netns
+
+    absent = netns.absent_run_dirs() if os.geteuid() == 0 else []
+    yield
+    for d in netns.remove_idle_run_dirs(absent):
+        print(f"removed {d}, made by the tests' namespaces or the real node")
+
+
 @pytest.fixture(scope="session")
 def wine_fixtures() -> Path:
     """The report's own models and data (../shared/data/wine). CI has it; a user's clone may not."""

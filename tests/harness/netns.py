@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 # Runs inside the namespace: every connection to :listen goes on to target:port.
 FORWARDER = """
@@ -99,3 +100,38 @@ class OwnHost:
         # Deleting the namespace deletes its end of the pair, and with it ours.
         subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
         subprocess.run(["ip", "link", "del", f"{self.name}-a"], capture_output=True)
+
+
+# Run directories the host keeps after the tests that made them: `ip netns add` makes /run/netns
+# and bind-mounts it onto itself the first time, and containerd's shims and runc keep their
+# sockets and state under /run/containerd whatever containerd's own state directory is (the real
+# node's); neither `ip netns del` nor stopping containerd removes them.
+RUN_DIRS = (Path("/run/netns"), Path("/run/containerd"))
+
+
+def absent_run_dirs() -> list[Path]:
+    return [d for d in RUN_DIRS if not d.exists()]
+
+
+def remove_idle_run_dirs(absent_before: list[Path]) -> list[str]:
+    """Those of ``absent_before`` that nothing uses now, removed (/run/netns unmounted first):
+    a namespace in /run/netns, or a file under /run/containerd (a socket, a container's state),
+    leaves it in place: another worker's test still runs, and the worker that finishes last
+    removes them. Returns what it removed."""
+    removed = []
+    for d in absent_before:
+        if not d.is_dir() or any(p.is_file() or p.is_socket() for p in d.rglob("*")):
+            continue
+        if d == RUN_DIRS[0] and any(d.iterdir()):
+            continue
+        if any(line.split()[4] == str(d) for line in Path("/proc/self/mountinfo").read_text().splitlines()):
+            subprocess.run(["umount", str(d)], capture_output=True)
+        try:
+            for sub in sorted(d.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+                sub.rmdir()
+            d.rmdir()
+            removed.append(str(d))
+        except OSError:
+            pass  # still a mount point, or filled meanwhile: the last worker tries again
+    return removed
+

@@ -34,6 +34,7 @@ from pathlib import Path
 import yaml
 
 from harness import cluster as kube_cluster
+from harness import netns as own_hosts
 from harness.cluster import ControlPlane
 
 NODE_NAME = "scorestream-node"
@@ -53,7 +54,10 @@ VOLATILE_SYSCTLS = ("kernel.random.", "fs.dentry-state", "fs.inode-", "fs.file-n
 # What others change on the host meanwhile: tests beside the node (tests/harness/netns.py's hosts,
 # buildah's image mounts) and a sandbox's process manager, which makes a cgroup per command it runs
 # (`process_api`): printed, not held against the node.
-FOREIGN = ("/run/netns/ss-", "link added: ss-", "link removed: ss-", "/images/storage/overlay", "/process_api/")
+# /run/netns itself: shared with those hosts, so left while one of them is up, and put back by
+# the session (harness/fixtures.py: run_dirs_restored).
+FOREIGN = ("/run/netns/ss-", "link added: ss-", "link removed: ss-", "/images/storage/overlay", "/process_api/",
+           "mount added: /run/netns /run/netns")
 # Paths the kubelet and kube-proxy write on any host, whatever their flags say.
 HOST_PATHS = (Path("/var/log/containers"), Path("/var/log/pods"), Path("/run/xtables.lock"), Path("/var/lib/kubelet"))
 
@@ -189,6 +193,7 @@ class Node:
     dir: Path | None = None
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     before: HostState | None = None
+    absent_run_dirs: list[Path] = field(default_factory=list)  # /run/netns, /run/containerd before it
     host_address: str = ""  # this end of the pair: the API server and the broker listen here
     node_address: str = ""  # the node's InternalIP; CoreDNS listens here
     import_seconds: dict[str, float] = field(default_factory=dict)  # archive name -> seconds
@@ -217,6 +222,7 @@ class Node:
             print(f"removed a node a killed run left behind: {stale}")
         node = cls(cp=None, **({"tag": tag} if tag else {}))  # type: ignore[arg-type]
         node.before = HostState.capture()
+        node.absent_run_dirs = own_hosts.absent_run_dirs()
         node.host_address, node.node_address = free_link_pair()
         node.dir = Path(tempfile.mkdtemp(prefix=f"ss-node-{node.tag}-", dir="/tmp"))
         (node.dir / OWNER_FILE).write_text(str(os.getpid()))
@@ -447,6 +453,7 @@ class Node:
         if self.dir is not None:
             _unmount_under(self.dir)
         _remove_network(self.tag)
+        own_hosts.remove_idle_run_dirs(self.absent_run_dirs)
         left = []
         if self.before is not None:
             self.before.restore(self.cgroup_root)
