@@ -1,5 +1,6 @@
 package dev.scorestream.jvm;
 
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import org.apache.spark.sql.Row;
@@ -86,7 +87,7 @@ final class SinkRow implements UDF6<String, byte[], byte[], byte[], scala.collec
       Row h = headers.apply(i);
       String k = h.getString(0);
       byte[] v = (byte[]) h.get(1);
-      n += HEADER_FRAMING_BYTES + (k == null ? 0 : utf8Length(k)) + (v == null ? 0 : v.length);
+      n += HEADER_FRAMING_BYTES + (k == null ? 0 : k.getBytes(StandardCharsets.UTF_8).length) + (v == null ? 0 : v.length);
     }
     return n;
   }
@@ -94,20 +95,5 @@ final class SinkRow implements UDF6<String, byte[], byte[], byte[], scala.collec
   private static void add(List<Row> into, scala.collection.Seq<Row> headers) {
     if (headers == null) return;
     for (int i = 0; i < headers.length(); i++) into.add(headers.apply(i));
-  }
-
-  private static int utf8Length(String s) {
-    // Header keys are short and mostly ASCII: count without encoding them.
-    int n = 0;
-    for (int i = 0; i < s.length(); i++) {
-      char c = s.charAt(i);
-      if (c < 0x80) n += 1;
-      else if (c < 0x800) n += 2;
-      else if (Character.isHighSurrogate(c) && i + 1 < s.length() && Character.isLowSurrogate(s.charAt(i + 1))) {
-        n += 4;
-        i++;
-      } else n += 3;
-    }
-    return n;
   }
 }
