@@ -65,6 +65,12 @@ def session_conf(config: JobConfig) -> dict[str, str]:
         # Checkpoint writes without a process per file on local volumes (LocalCheckpointFileManager).
         "spark.sql.streaming.checkpointFileManagerClass": "dev.scorestream.jvm.LocalCheckpointFileManager",
     }
+    if config.spark.real_time:
+        # A real-time query plans each batch anew while its tasks read nothing: generating the
+        # whole stage's code was 15 ms of that ~65 ms pause, without it 8-9 (benchmarks/rt_pause.py).
+        # Its price, about 0.7 us of CPU per record once warm (7.5 against 6.8), did not show in
+        # the rate (benchmarks/RESULTS.md, "The tail in real-time mode"). The spec's conf can undo it.
+        conf["spark.sql.codegen.wholeStage"] = "false"
     if config.spark.master.startswith("local"):
         # Local mode stays on loopback.
         conf.update({"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"})

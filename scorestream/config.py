@@ -248,7 +248,7 @@ class SparkTrigger(Strict):
     """How the query runs. processingTime: a micro-batch every triggerInterval. realTime: Spark's
     real-time mode, one long task per data-topic partition writing each prediction as soon as its
     record is scored (p50 a few ms instead of about the interval), except at each batch's end,
-    where reading stops while Spark plans and launches the next batch: 0.1-0.25 s on 2 cores,
+    where reading stops while Spark plans and launches the next batch: 0.05-0.15 s on 2 cores,
     in a new job too, which warms that path up before it reads (warmUpBatches). With 5s batches
     those pauses are the p99; with 60s batches they reach fewer than 1 record in 100, and the p99
     is the records' own path (under 25 ms at half the peak rate on 2 cores).

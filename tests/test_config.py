@@ -170,3 +170,13 @@ def test_the_driver_jvm_starts_from_a_small_heap_unless_the_spec_says_otherwise(
     mine = parse_job_config(with_("spark", {"conf": {"spark.driver.extraJavaOptions": "-Xms1g -Dx=y"}}))
     # The spec's options follow: its -Xms, the last on the line, is the one the JVM takes.
     assert session_conf(mine)["spark.driver.extraJavaOptions"] == "-Xms64m -Xms1g -Dx=y"
+
+
+def test_a_real_time_job_plans_without_whole_stage_code_unless_the_spec_says_otherwise():
+    from scorestream.runtime.job import session_conf
+
+    assert "spark.sql.codegen.wholeStage" not in session_conf(parse_job_config(GOOD))
+    real_time = {"trigger": "realTime", "triggerInterval": "5s"}
+    assert session_conf(parse_job_config(with_("spark", real_time)))["spark.sql.codegen.wholeStage"] == "false"
+    mine = parse_job_config(with_("spark", {**real_time, "conf": {"spark.sql.codegen.wholeStage": "true"}}))
+    assert session_conf(mine)["spark.sql.codegen.wholeStage"] == "true"
