@@ -132,4 +132,3 @@ def remove_idle_run_dirs(absent_before: list[Path]) -> list[str]:
         except OSError:
             pass  # still a mount point, or filled meanwhile: the last worker tries again
     return removed
-
