@@ -1,5 +1,6 @@
-"""The benchmarks' JVM module (jvm/: the Kafka Streams peer, the counting-cost probe), built by
-Maven on first use against the scorer jar, named by a digest of both: built once per change."""
+"""The benchmarks' JVM module (jvm/: the Kafka Streams peer, the counting-cost probe, the broker's
+request times), built by Maven on first use against the scorer jar, named by a digest of both:
+built once per change."""
 
 from __future__ import annotations
 

@@ -19,6 +19,9 @@ peers' JVMs, ``time.time`` here) on one host, each to the millisecond: so every 
   (``Records.prediction``: the job's JVM scorer and the Kafka Streams peer alike);
 - output appended: the prediction's LogAppendTime (``visible``: its receipt by a read_committed
   consumer).
+And the prediction's ``timings.scoringMicros``, the model's own time (PMML4S), to the microsecond:
+the part of "to scored" that is scoring; the rest of it is the record waiting in the log, the fetch
+and the decode.
 """
 
 from __future__ import annotations
@@ -135,7 +138,7 @@ def paced(bootstrap: str, data: str, out: str, rate: float, warmup: float, secon
         if follower is not None:
             follower.stop()
 
-    stamps, event_time_matches, checked = [], 0, 0
+    stamps, scoring_us, event_time_matches, checked = [], [], 0, 0
     for m in follower.messages if follower is not None else kafka.read_all(bootstrap, out, since_ms=measure_from_ms):
         doc = json.loads(m.value)
         src = doc["source"]
@@ -143,6 +146,7 @@ def paced(bootstrap: str, data: str, out: str, rate: float, warmup: float, secon
         if found is None or found[0] < measure_from_ms:
             continue
         stamps.append((found[0], found[1], _timing_ms(doc, "scoredAt"), m.timestamp))
+        scoring_us.append(float(doc["timings"].get("scoringMicros", 0.0)))
         if checked < 1000:
             checked += 1
             event_time_matches += _timing_ms(doc, "eventTime") == found[1]
@@ -150,7 +154,8 @@ def paced(bootstrap: str, data: str, out: str, rate: float, warmup: float, secon
     for st in stamps if window else ():
         slices.setdefault(int((st[0] - measure_from_ms) / 1000 // window), []).append(st[3] - st[0])
     return {"rate": rate, "warmup_s": warmup_s, "load": load, "seconds": seconds, "records": len(stamps),
-            **breakdown(stamps), "event_time_is_input_append": f"{event_time_matches}/{checked}",
+            **breakdown(stamps), "scoring_us": _percentiles(sorted(scoring_us)),
+            "event_time_is_input_append": f"{event_time_matches}/{checked}",
             "window": window, "windows": [_percentiles(sorted(slices[k])) for k in sorted(slices)]}
 
 
@@ -208,6 +213,20 @@ def _timing_ms(doc: dict, field: str) -> int | None:
     return None
 
 
+def broker_request_times(broker_pid: int, request: str = "Produce") -> dict:
+    """The broker's own time for ``request``s, from its request metrics (BrokerRequestTimes, over
+    the Attach API): ms in its request queue, in its handler (a produce request's append), and in
+    all; their p50, p99, p99.9 weigh the last minute or so most, their max is since it started."""
+    import subprocess
+
+    from jvm_build import bench_jar
+    from scorestream.tools.local.broker import java
+
+    out = subprocess.run([java(), "-cp", str(bench_jar()), "dev.scorestream.bench.BrokerRequestTimes", str(broker_pid),
+                          request], capture_output=True, text=True, timeout=60, check=True).stdout
+    return json.loads(out)
+
+
 def describe(v: dict) -> list[str]:
     """paced's figures as lines: the end-to-end percentiles, each stage's, and the tail's share."""
     before = v.get("prewarm", (0, 0))
@@ -220,6 +239,17 @@ def describe(v: dict) -> list[str]:
         s = v["stages"][name]
         lines.append(f"  {name:10} p50 {s['p50']:>5,}  p99 {s['p99']:>5,}  p99.9 {s['p99.9']:>5,}  max {s['max']:>5,} ms"
                      f"   {what}")
+    if "scoring_us" in v:
+        s = v["scoring_us"]
+        lines.append(f"    scoring  p50 {s['p50']:>5,.0f}  p99 {s['p99']:>5,.0f}  p99.9 {s['p99.9']:>5,.0f}  max {s['max']:>5,.0f} µs"
+                     "   of 'to scored', the model's own time (timings.scoringMicros); the rest waits in the log")
+    if "broker" in v:
+        b = v["broker"]
+        lines.append("    the broker's part of a produce request (input and output alike; its request metrics, the last"
+                     " minute or so), p50 · p99 · p99.9 ms: "
+                     + ", ".join(f"{what} {b[k]['50thPercentile']:.1f} · {b[k]['99thPercentile']:.1f} · {b[k]['999thPercentile']:.1f}"
+                                 for k, what in (("RequestQueueTimeMs", "queued"), ("LocalTimeMs", "appending"),
+                                                 ("TotalTimeMs", "in all"))))
     lines.append(f"  the {v['tail_records']:,} records at or above p99, median of each stage: "
                  + ", ".join(f"{name} {v['tail'][name]:g} ms" for name, _ in STAGES))
     if len(v.get("windows") or ()) > 1:

@@ -1,6 +1,6 @@
 """The pause at each real-time batch end, taken apart from Spark's event log.
 
-    .venv/bin/python benchmarks/rt_pause.py [--rate 10000] [--batch 5s] [--seconds 30] [--warm-up-batches N] [--conf k=v ...]
+    .venv/bin/python benchmarks/rt_pause.py [--rate 10000] [--batch 5s] [--seconds 30] [--warm-up-batches N] [--window S] [--conf k=v ...]
 
 One embedded broker; scorestream's job with the demo's tree and ``spark.trigger: realTime``
 (Spark local[2], batches of ``--batch``), fed at ``--rate`` for ``--warmup`` + ``--seconds``
@@ -95,6 +95,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=12.0, help="least seconds of warm-up (default 12)")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting of the job")
     ap.add_argument("--warm-up-batches", type=int, default=None, help="the job's spark.warmUpBatches (default: its default)")
+    ap.add_argument("--window", type=float, default=None, help="also print the p99 and max of each such slice (s)")
     args = ap.parse_args()
     conf = dict(kv.split("=", 1) for kv in args.conf)
     load = os.getloadavg()[0]
@@ -114,7 +115,9 @@ def main() -> None:
         job.start()
         try:
             job.wait_ready()
-            v = latency.paced(b, t["data"], t["out"], args.rate, args.warmup, args.seconds, 0.1, job.alive)
+            v = latency.paced(b, t["data"], t["out"], args.rate, args.warmup, args.seconds, 0.1, job.alive,
+                               window=args.window)
+            v["broker"] = latency.broker_request_times(broker.pid)
         except Exception:
             print(job.tail(), file=sys.stderr)
             raise

@@ -133,12 +133,13 @@ def _cpu_per_record(begin: tuple, end: tuple) -> dict:
 
 def paced_latency(bootstrap: str, name: str, descriptor, peer, rate: float, args, visible: bool = False,
                   seconds: float | None = None, warmup: float | None = None, prewarm: tuple[float, float] = (0, 0),
-                  window: float | None = None) -> dict:
+                  window: float | None = None, broker_pid: int | None = None) -> dict:
     """A peer started on empty topics, then fed at a steady pace: latency.paced. The warm-up ends once
     the peer trails by less than two trigger intervals + 0.1 s of input (and latency.SETTLE after). ``visible``: to when a
     read_committed consumer receives each prediction (latency.paced). ``seconds``: measured, and
     ``warmup``: least seconds of warm-up, instead of --latency-seconds and --warmup. ``prewarm``: (seconds,
-    rec/s) the peer serves first, unmeasured (latency.prewarm). ``window``: latency.paced's."""
+    rec/s) the peer serves first, unmeasured (latency.prewarm). ``window``: latency.paced's. ``broker_pid``:
+    the broker's own time for produce requests is read as the measured window ends (latency.broker_request_times)."""
     t = {"data": f"{name}-data", "out": f"{name}-out", "dlq": f"{name}-dlq", "models": f"{name}-models"}
     kafka.make_topics(bootstrap, t["data"], (t["out"],), stamped_data=True, **{t["dlq"]: 1, t["models"]: 1})
     feed.publish_model(bootstrap, t["models"], descriptor, to=None)
@@ -147,10 +148,11 @@ def paced_latency(bootstrap: str, name: str, descriptor, peer, rate: float, args
         p.wait_ready()
         slack = 2 * p.trigger_seconds + 0.1
         already = latency.prewarm(bootstrap, t["data"], t["out"], prewarm[1], prewarm[0], p.alive) if prewarm[0] else 0
-        return {**latency.paced(bootstrap, t["data"], t["out"], rate, warmup or args.warmup,
-                                seconds or args.latency_seconds, slack, p.alive, visible=visible, already=already,
-                                window=window),
-                "prewarm": prewarm}
+        v = latency.paced(bootstrap, t["data"], t["out"], rate, warmup or args.warmup, seconds or args.latency_seconds,
+                          slack, p.alive, visible=visible, already=already, window=window)
+        if broker_pid:
+            v["broker"] = latency.broker_request_times(broker_pid)
+        return {**v, "prewarm": prewarm}
     except Exception:
         print(p.tail(), file=sys.stderr)
         raise
@@ -208,7 +210,8 @@ def run(args) -> dict:
         seconds = r["latency_seconds"] = latency_seconds(args)
         # Percentiles by real-time batch too: one batch end in each, and (K)'s over the same slices.
         window = serving.duration_seconds(args.rt_batch) if "rt-latency" in args.only else None
-        part("K-latency", lambda: paced_latency(b, "lat-k", tree, k_peer, rate, args, seconds=seconds, window=window))
+        part("K-latency", lambda: paced_latency(b, "lat-k", tree, k_peer, rate, args, seconds=seconds, window=window,
+                                                broker_pid=broker.pid))
         # The job configuration's own trigger interval: none is set here.
         part("pmml-latency", lambda: paced_latency(b, "lat-pmml", tree, lambda t: serving.Job(b, "lat-pmml", t, work), rate,
                                                   args, seconds=seconds))
@@ -218,7 +221,8 @@ def run(args) -> dict:
         part("rt-latency", lambda: paced_latency(b, "lat-rt", tree, lambda t: serving.Job(b, "lat-rt", t, work, realtime=True,
                                                                                            rt_batch=args.rt_batch),
                                                 rate, args, seconds=seconds, warmup=rt_warmup,
-                                                prewarm=(60 * args.rt_warm_minutes, args.rt_warm_rate), window=window))
+                                                prewarm=(60 * args.rt_warm_minutes, args.rt_warm_rate), window=window,
+                                                broker_pid=broker.pid))
         def eo():
             """(K) exactly_once_v2, scorestream exactly-once and at-least-once: throughput, then latency."""
             def k_eos(t):
