@@ -132,7 +132,7 @@ def test_a_real_time_resource_renders_a_real_time_job_and_changing_the_trigger_o
     body["metadata"]["uid"] = EXAMPLE["metadata"]["uid"]
     cm = by_kind(desired.desired_objects(body))["ConfigMap"]
     config = parse_job_config(json.loads(cm["data"]["job.json"]))
-    assert config.spark.real_time and config.spark.trigger_interval == "5s"
+    assert config.spark.real_time and config.spark.trigger_interval == "10s"
     micro = copy.deepcopy(body)
     micro["spec"]["spark"]["trigger"] = "processingTime"
     assert _hash(micro) != _hash(body)
