@@ -251,7 +251,7 @@ class SparkTrigger(Strict):
     where reading stops while Spark plans and launches the next batch: 0.05-0.15 s on 2 cores,
     in a new job too, which warms that path up before it reads (warmUpBatches). With 5s batches
     those pauses are the p99; with 10s batches they reach fewer than 1 record in 100, and the p99
-    is the records' own path (under 25 ms at half the peak rate on 2 cores).
+    is the records' own path (17-50 ms at half the peak rate on 2 cores).
     triggerInterval, at least 5s, is then how often progress is checkpointed, when a new model
     takes over, how much a restart reads again and how long a graceful stop may wait. realTime
     serves PMML models only (it runs no Python), takes no kafka.maxOffsetsPerTrigger, needs a task
