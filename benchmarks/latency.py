@@ -146,7 +146,9 @@ def paced(bootstrap: str, data: str, out: str, rate: float, warmup: float, secon
         if found is None or found[0] < measure_from_ms:
             continue
         stamps.append((found[0], found[1], _timing_ms(doc, "scoredAt"), m.timestamp))
-        scoring_us.append(float(doc["timings"].get("scoringMicros", 0.0)))
+        scoring = doc["timings"].get("scoringMicros")
+        if scoring is not None:  # a peer that does not time its model has no scoring line, not 0 µs
+            scoring_us.append(float(scoring))
         if checked < 1000:
             checked += 1
             event_time_matches += _timing_ms(doc, "eventTime") == found[1]
@@ -154,7 +156,7 @@ def paced(bootstrap: str, data: str, out: str, rate: float, warmup: float, secon
     for st in stamps if window else ():
         slices.setdefault(int((st[0] - measure_from_ms) / 1000 // window), []).append(st[3] - st[0])
     return {"rate": rate, "warmup_s": warmup_s, "load": load, "seconds": seconds, "records": len(stamps),
-            **breakdown(stamps), "scoring_us": _percentiles(sorted(scoring_us)),
+            **breakdown(stamps), **({"scoring_us": _percentiles(sorted(scoring_us))} if scoring_us else {}),
             "event_time_is_input_append": f"{event_time_matches}/{checked}",
             "window": window, "windows": [_percentiles(sorted(slices[k])) for k in sorted(slices)]}
 
