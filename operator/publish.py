@@ -11,7 +11,9 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import threading
 import urllib.parse
+from collections import OrderedDict
 
 from scorestream import naming
 from scorestream.api.descriptor import JSON_CONTENT_TYPE, ModelDescriptor
@@ -65,16 +67,38 @@ def descriptor(spec: ModelServingSpec) -> ModelDescriptor:
     return ModelDescriptor(location=m.uri, **common)
 
 
+# Parsed data: samples by digest. Every reconcile rebuilds the descriptor (rollout.plan, and
+# again for a candidate): a sample is parsed once per content, not once per turn. The bound keeps
+# the cache at most this many parsed samples of at most 256 KiB of text each (the CRD's bound on
+# a uri); a resource beyond it is parsed again, which is bounded work too.
+SAMPLE_CACHE_SIZE = 64
+_samples: OrderedDict[str, Sample] = OrderedDict()
+_samples_lock = threading.Lock()  # descriptor() runs on the event loop and in executor threads
+# A cached Sample is shared by the descriptors built from it: descriptors are values, never edited.
+
+
 def _sample(uri: str, field: str, **rules) -> Sample:
     """spec.model's verification or baseline as the descriptor carries it: data: records inline,
-    else where they are."""
-    if uri.startswith("data:"):
-        try:
-            text = decode_data_uri(uri).decode()
-        except UnicodeDecodeError:
-            raise ValueError(f"{field}: the data: URI is not UTF-8 text") from None
-        return Sample(records=read_records(text, field, uri), **rules)
-    return Sample(location=uri, **rules)
+    else where they are. Parsing is linear in the uri, which the CRD bounds (262,144 characters),
+    with bounded columns and records (scorestream.api.verification), and done once per content."""
+    if not uri.startswith("data:"):
+        return Sample(location=uri, **rules)
+    key = hashlib.sha256("\0".join([uri, field, repr(sorted(rules.items()))]).encode()).hexdigest()
+    with _samples_lock:
+        hit = _samples.get(key)
+        if hit is not None:
+            _samples.move_to_end(key)
+            return hit
+    try:
+        text = decode_data_uri(uri).decode()
+    except UnicodeDecodeError:
+        raise ValueError(f"{field}: the data: URI is not UTF-8 text") from None
+    sample = Sample(records=read_records(text, field, uri), **rules)
+    with _samples_lock:
+        _samples[key] = sample
+        while len(_samples) > SAMPLE_CACHE_SIZE:
+            _samples.popitem(last=False)
+    return sample
 
 
 def rollout_id(d: ModelDescriptor) -> str:

@@ -13,8 +13,8 @@ import binascii
 import hashlib
 import os
 import re
-import tempfile
-from pathlib import Path
+import threading
+from collections import OrderedDict
 from typing import Any, Mapping
 
 from scorestream.config import KafkaCredentialFiles
@@ -114,12 +114,11 @@ def _text(raw: bytes, namespace: str, name: str, key: str) -> str:
         raise CredentialsError(f"Secret {namespace}/{name} key {key!r} is not UTF-8 text") from None
 
 
-def operator_credentials(kafka: KafkaSpec, namespace: str, secrets: Mapping[str, dict[str, Any] | None],
-                         keystore_dir: str | None = None) -> Credentials | None:
+def operator_credentials(kafka: KafkaSpec, namespace: str, secrets: Mapping[str, dict[str, Any] | None]
+                         ) -> Credentials | None:
     """The credentials from the Secrets as read (`secrets`: by name, None where missing).
-    A PKCS#12 keystore is written to a private file (`keystore_dir`), because librdkafka reads
-    keystores from files only; its name is the digest of its content, so a rotated keystore is
-    a new file and clients built before keep theirs."""
+    A PKCS#12 keystore is checked (size, DER structure) and held in memory, in an anonymous
+    file (`_keystore_file`), because librdkafka reads keystores from files only."""
     if kafka.tls is None and kafka.authentication is None:
         return None
     ca = []
@@ -137,23 +136,63 @@ def operator_credentials(kafka: KafkaSpec, namespace: str, secrets: Mapping[str,
             values.update(certificate_pem=_text(raw[0], namespace, name, keys[0]),
                           key_pem=_text(raw[1], namespace, name, keys[1]))
         elif auth.keystore is not None:
-            values.update(keystore_location=str(_private_file(raw[0], keystore_dir)),
+            values.update(keystore_location=_keystore_file(_checked_keystore(raw[0], namespace, name, keys[0])),
                           keystore_password=_text(raw[1], namespace, name, keys[1]))
         else:
             values.update(username=auth.username, password=_text(raw[0], namespace, name, keys[0]))
     return Credentials(**values)
 
 
-def _private_file(content: bytes, directory: str | None) -> Path:
-    base = Path(directory or tempfile.gettempdir()) / "scorestream-keystores"
-    base.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = base / f"{hashlib.sha256(content).hexdigest()}.p12"
-    if not path.exists():
-        fd, tmp = tempfile.mkstemp(dir=base)  # 0600
-        with os.fdopen(fd, "wb") as f:
-            f.write(content)
-        os.replace(tmp, path)
-    return path
+# Strimzi's user.p12 is a few KiB (one certificate chain and its key); anything much larger is not a
+# client keystore, and is refused before it takes memory beyond its Secret's.
+MAX_KEYSTORE_BYTES = 64 * 1024
+# Keystores held at once: every resource's reconcile builds its credentials, and a rotated or
+# distinct keystore is a new entry, so the oldest are closed. Clients read the keystore when they
+# are built (librdkafka's rd_kafka_new), so closing one later does not affect clients built before.
+KEYSTORE_CACHE_SIZE = 64
+_keystores: OrderedDict[str, int] = OrderedDict()  # sha256 -> memfd
+_keystores_lock = threading.Lock()
+
+
+def _checked_keystore(raw: bytes, namespace: str, name: str, key: str) -> bytes:
+    """A PKCS#12 PFX as DER: one SEQUENCE spanning the whole value, opening with version 3 (RFC 7292)."""
+    where = f"Secret {namespace}/{name} key {key!r}"
+    if len(raw) > MAX_KEYSTORE_BYTES:
+        raise CredentialsError(f"{where} is larger than a keystore ({len(raw)} bytes, at most {MAX_KEYSTORE_BYTES})")
+    if len(raw) < 2 or raw[0] != 0x30:
+        raise CredentialsError(f"{where} is not a PKCS#12 keystore (DER)")
+    first = raw[1]
+    if first < 0x80:
+        length, head = first, 2
+    else:
+        n = first & 0x7F
+        if not 1 <= n <= 3 or len(raw) < 2 + n:
+            raise CredentialsError(f"{where} is not a PKCS#12 keystore (DER)")
+        length, head = int.from_bytes(raw[2:2 + n], "big"), 2 + n
+    if head + length != len(raw) or raw[head:head + 3] != b"\x02\x01\x03":
+        raise CredentialsError(f"{where} is not a PKCS#12 keystore (DER, version 3)")
+    return raw
+
+
+def _keystore_file(content: bytes) -> str:
+    """A path librdkafka can open that is only memory: an anonymous file (memfd), one per distinct
+    keystore, at most KEYSTORE_CACHE_SIZE of them; nothing is written to a disk or left behind."""
+    digest = hashlib.sha256(content).hexdigest()
+    with _keystores_lock:
+        fd = _keystores.get(digest)
+        if fd is None:
+            fd = os.memfd_create("scorestream-keystore", os.MFD_CLOEXEC)
+            try:
+                os.write(fd, content)  # at most MAX_KEYSTORE_BYTES: one write takes it whole
+            except OSError:
+                os.close(fd)
+                raise
+            _keystores[digest] = fd
+            while len(_keystores) > KEYSTORE_CACHE_SIZE:
+                os.close(_keystores.popitem(last=False)[1])
+        else:
+            _keystores.move_to_end(digest)
+        return f"/proc/self/fd/{fd}"
 
 
 # --- KafkaTopic resources -----------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 from scorestream.api.verification import (
     MAX_FAILURES_KEPT,
+    MAX_SAMPLE_CHARS,
     BadSample,
     JvmAnswer,
     JvmRequest,
@@ -69,6 +70,9 @@ def sample_records(sample: Sample, fetch: Callable[[str], bytes | Path]) -> list
     content = fetch(sample.location or "")
     if isinstance(content, Path):
         raise VerificationError(f"sample location {sample.location} is a folder, not a JSON-lines or CSV file")
+    # Before decoding: the fetch's own bound is a model's, far larger than a sample's.
+    if len(content) > MAX_SAMPLE_CHARS:
+        raise VerificationError(f"sample has more than {MAX_SAMPLE_CHARS} bytes")
     try:
         return read_records(content.decode(), "sample", sample.location)
     except UnicodeDecodeError:

@@ -11,15 +11,23 @@
 from __future__ import annotations
 
 import csv
-import io
 import json
 import re
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # Beyond these a verification set is a data set, not a check: publish fewer records.
 MAX_SAMPLE_RECORDS = 10_000
+# A model's inputs are far fewer; the bound keeps a header's checks and each row's dict small
+# whoever wrote the sample (issue 48: 52,000 columns were 17 s of the operator's event loop).
+MAX_SAMPLE_COLUMNS = 1_024
+# The text of a sample, in characters: 10,000 records of a wide model, and no more. A larger
+# sample is refused before a single line of it is split, so its size costs no memory of its own.
+MAX_SAMPLE_CHARS = 64 * 1024 * 1024
+# Blank lines are skipped, not records: without a bound a sample of newlines is work for nothing.
+MAX_SAMPLE_LINES = 4 * MAX_SAMPLE_RECORDS
 # Failures kept in a report (all are counted); a reason names the first few.
 MAX_FAILURES_KEPT = 20
 
@@ -64,14 +72,44 @@ def read_records(text: str, origin: str, name: str | None = None) -> list[dict[s
     fields. Which one: by ``name``'s extension (a path or URI: .csv, .tsv, .jsonl, .json) or media
     type (``text/csv``), else by content (a first line that is not a JSON object is CSV).
 
-    Errors name the line, column and kind of problem, never the text: a sample may hold anything."""
+    Errors name the line, column and kind of problem, never the text: a sample may hold anything.
+    The work is linear in the text and bounded by ``MAX_SAMPLE_CHARS``, ``MAX_SAMPLE_LINES``,
+    ``MAX_SAMPLE_COLUMNS`` and ``MAX_SAMPLE_RECORDS``."""
+    if len(text) > MAX_SAMPLE_CHARS:
+        raise BadSample(f"{origin} has more than {MAX_SAMPLE_CHARS} characters")
     kind = _sample_kind(name)
     if kind is None:
-        head = [line for line in text.splitlines() if line.strip()][:2]
+        head = _head(text, origin)
         # By content, CSV has two fields or more in its header: one column is told by its name only.
         csv_like = bool(head) and not head[0].lstrip().startswith("{") and _delimiter(head)[1] > 1
         kind = "csv" if csv_like else "json"
     return _csv_records(text, origin) if kind == "csv" else _json_records(text, origin)
+
+
+def _lines(text: str, origin: str) -> Iterator[str]:
+    """The text's lines (``\n``, with a ``\r`` before it dropped), one at a time: a list of them
+    would be as long as the text has newlines."""
+    start, n = 0, 0
+    while start < len(text):
+        n += 1
+        if n > MAX_SAMPLE_LINES:
+            raise BadSample(f"{origin} has more than {MAX_SAMPLE_LINES} lines")
+        end = text.find("\n", start)
+        if end < 0:
+            end = len(text)
+        yield text[start:end].removesuffix("\r")
+        start = end + 1
+
+
+def _head(text: str, origin: str) -> list[str]:
+    """The first two lines that are not blank."""
+    head: list[str] = []
+    for line in _lines(text, origin):
+        if line.strip():
+            head.append(line)
+            if len(head) == 2:
+                break
+    return head
 
 
 def _sample_kind(name: str | None) -> str | None:
@@ -88,13 +126,16 @@ def _sample_kind(name: str | None) -> str | None:
 
 def _json_records(text: str, origin: str) -> list[dict[str, Any]]:
     records = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(_lines(text, origin), 1):
         if not line.strip():
             continue
         try:
             doc = json.loads(line)
         except json.JSONDecodeError as e:
             raise BadSample(f"{origin} line {n} is not JSON: {e.msg}") from None
+        except RecursionError:
+            # Nesting deeper than the interpreter's recursion limit: no record of a model is.
+            raise BadSample(f"{origin} line {n} is nested too deeply") from None
         if not isinstance(doc, dict):
             raise BadSample(f"{origin} line {n} is not a JSON object")
         records.append(doc)
@@ -117,16 +158,20 @@ def csv_value(cell: str) -> int | float | str | None:
 
 
 def _csv_records(text: str, origin: str) -> list[dict[str, Any]]:
-    head = [line for line in text.splitlines() if line.strip()][:2]
+    head = _head(text, origin)
     if not head:
         return []
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=_delimiter(head)[0], strict=True)
+    # csv takes its lines from _lines (keeping their ends, which quoted cells may hold) rather than
+    # from a copy of the whole text in a StringIO.
+    reader = csv.reader((line + "\n" for line in _lines(text, origin)), delimiter=_delimiter(head)[0], strict=True)
     records: list[dict[str, Any]] = []
     header: list[str] | None = None
     try:
         for row in reader:
             if not any(cell.strip() for cell in row):
                 continue  # blank lines, as in JSON lines
+            if len(row) > MAX_SAMPLE_COLUMNS:
+                raise BadSample(f"{origin} line {reader.line_num} has more than {MAX_SAMPLE_COLUMNS} fields")
             if header is None:
                 header = [h.strip() for h in row]
                 _check_header(header, origin)
@@ -146,11 +191,13 @@ def _csv_records(text: str, origin: str) -> list[dict[str, Any]]:
 def _check_header(header: list[str], origin: str) -> None:
     if not any(isinstance(csv_value(h), str) for h in header):
         raise BadSample(f"{origin} is CSV without a header row: its first line must name the fields")
+    seen: set[str] = set()  # a set: the check is linear in the header, not quadratic
     for col, h in enumerate(header, 1):
         if not h:
             raise BadSample(f"{origin} header column {col} is empty")
-        if h in header[:col - 1]:
+        if h in seen:
             raise BadSample(f"{origin} header column {col} repeats an earlier column's name")
+        seen.add(h)
 
 
 def _delimiter(head: list[str]) -> tuple[str, int]:

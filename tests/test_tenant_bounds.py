@@ -1,0 +1,155 @@
+"""What a tenant writes costs the shared operator bounded work and memory (issue 48): verification
+samples parsed in linear, bounded work and once per content, PKCS#12 keystores checked and held
+in memory, the operator's own Kafka clients capped against a broker that answers with huge frames.
+
+Every test runs the real functions; the figures they print are memory and file counts, never time.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import tempfile
+import tracemalloc
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from scorestream.api import verification as v
+from scorestream.api.verification import BadSample, read_records
+from scorestream.operator import publish, strimzi
+from scorestream.operator import spec as s
+
+from harness.strimzi import Pki, secret_object
+
+SPEC = {"dataType": "wine", "kafka": {"bootstrapServers": "k:9092", "dataTopic": "d", "outputTopic": "o",
+                                      "deadLetterTopic": "x"},
+        "spark": {"image": "i"}, "model": {"name": "m", "version": "1", "format": "pmml", "uri": "/models/m.pmml"}}
+
+
+def _csv_uri(text: str) -> str:
+    return "data:text/csv;base64," + base64.b64encode(text.encode()).decode()
+
+
+# --- verification samples -------------------------------------------------------------------------
+
+def test_a_wide_csv_header_is_refused_by_its_column_count():
+    """52,000 distinct column names in a 262,144-character data: URI (the CRD's bound) were 17 s of
+    the event loop per reconcile (a quadratic repeat check), then accepted."""
+    header = ",".join(f"c{i}" for i in range(52_000))
+    uri = "data:text/csv," + urllib.parse.quote(header + "\n" + ",".join("1" * 52_000) + "\n")[:262_000]
+    text = publish.decode_data_uri(uri).decode()
+    with pytest.raises(BadSample, match=f"line 1 has more than {v.MAX_SAMPLE_COLUMNS} fields"):
+        read_records(text, "spec.model.verification", uri)
+    # At the bound, the repeat check is linear: a repeat far in is still found, and named by column.
+    names = [f"c{i}" for i in range(v.MAX_SAMPLE_COLUMNS)]
+    with pytest.raises(BadSample, match=f"header column {v.MAX_SAMPLE_COLUMNS} repeats"):
+        read_records(",".join(names[:-1] + ["c0"]) + "\n" + ",".join("1" * v.MAX_SAMPLE_COLUMNS), "s")
+    (record,) = read_records(",".join(names) + "\n" + ",".join("1" * v.MAX_SAMPLE_COLUMNS), "s")
+    assert len(record) == v.MAX_SAMPLE_COLUMNS
+
+
+@pytest.mark.parametrize("name", [None, "x.csv", "x.jsonl"])
+def test_a_sample_of_newlines_is_refused_without_a_list_of_its_lines(name):
+    """16 MiB of newlines: `splitlines` built a list of 16 million entries (128 MiB of pointers);
+    the lines are now read one at a time and their number is bounded. Prints the peak."""
+    text = "\n" * (16 * 1024 * 1024)
+    tracemalloc.start()
+    try:
+        with pytest.raises(BadSample, match=f"more than {v.MAX_SAMPLE_LINES} lines"):
+            read_records(text, "sample", name)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    print(f"\nread_records on 16 MiB of newlines ({name}): peak {peak / 1024:.0f} KiB traced")
+    assert peak < 1024 * 1024
+    with pytest.raises(BadSample, match=f"more than {v.MAX_SAMPLE_CHARS} characters"):
+        read_records(" " * (v.MAX_SAMPLE_CHARS + 1), "sample")
+
+
+def test_a_deeply_nested_json_sample_line_is_a_bad_sample_not_a_recursion_error():
+    uri = "data:application/json;base64," + base64.b64encode(b"[" * 190_000).decode()
+    spec = s.ModelServingSpec.model_validate({**SPEC, "model": {**SPEC["model"], "verification": {"uri": uri}}})
+    with pytest.raises(BadSample, match="line 1 is nested too deeply"):
+        publish.descriptor(spec)
+
+
+def test_a_sample_is_parsed_once_per_content_and_the_cache_is_bounded():
+    def spec(rows: int) -> s.ModelServingSpec:
+        text = "a,b\n" + "".join(f"{i},{i}.5\n" for i in range(rows))
+        return s.ModelServingSpec.model_validate({**SPEC, "model": {**SPEC["model"], "verification": {"uri": _csv_uri(text)}}})
+
+    publish._samples.clear()
+    first = publish.descriptor(spec(3))
+    again = publish.descriptor(spec(3))
+    assert len(publish._samples) == 1 and first == again and len(first.verification.records) == 3
+    assert again.verification is first.verification  # parsed once
+    for rows in range(publish.SAMPLE_CACHE_SIZE + 10):
+        publish.descriptor(spec(rows))
+    print(f"\nsample cache: {len(publish._samples)} entries after {publish.SAMPLE_CACHE_SIZE + 11} distinct samples")
+    assert len(publish._samples) == publish.SAMPLE_CACHE_SIZE
+
+
+# --- PKCS#12 keystores ----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def user_p12(tmp_path_factory) -> dict[str, bytes]:
+    return Pki(tmp_path_factory.mktemp("pki"), "my-cluster").tls_user_secret("alice")
+
+
+def _p12_spec() -> s.ModelServingSpec:
+    return s.ModelServingSpec.model_validate({**SPEC, "kafka": {
+        **SPEC["kafka"], "tls": {"trustedCertificates": [{"secretName": "ca", "certificate": "ca.crt"}]},
+        "authentication": {"type": "tls", "keystore": {"secretName": "alice"}}}})
+
+
+def _credentials(secret: dict[str, bytes]):
+    return strimzi.operator_credentials(_p12_spec().kafka, "ml", {"ca": secret_object("ca", "ml", secret),
+                                                                    "alice": secret_object("alice", "ml", secret)})
+
+
+def test_keystores_are_checked_and_held_in_memory_not_written_to_tmp(user_p12):
+    """Every distinct keystore was written to /tmp/scorestream-keystores and never deleted. Now
+    a keystore is checked before it takes memory, held in an anonymous file, and at most
+    KEYSTORE_CACHE_SIZE are held; librdkafka (a real client) reads one through its /proc path."""
+    from confluent_kafka import KafkaException, Producer
+
+    kept = Path(tempfile.gettempdir()) / "scorestream-keystores"
+    before = sorted(kept.iterdir()) if kept.exists() else []
+    creds = _credentials(user_p12)
+    assert creds.keystore_location.startswith("/proc/self/fd/")
+    settings = {"bootstrap.servers": "127.0.0.1:9", **creds.librdkafka()}
+    Producer(settings).flush(0)  # librdkafka reads the keystore as it builds the client
+    with pytest.raises(KafkaException, match="ssl.keystore"):
+        Producer({**settings, "ssl.keystore.password": "wrong"})
+    for refused, why in ((b"\0" * (strimzi.MAX_KEYSTORE_BYTES + 1), "larger than a keystore"),
+                         (b"-----BEGIN CERTIFICATE-----\n", "not a PKCS#12 keystore"),
+                         (user_p12["user.p12"][:-1], "not a PKCS#12 keystore"),
+                         (user_p12["user.p12"] + b"\0", "not a PKCS#12 keystore")):
+        with pytest.raises(strimzi.CredentialsError, match=why) as e:
+            _credentials({**user_p12, "user.p12": refused})
+        assert "Secret ml/alice key 'user.p12'" in str(e.value)
+    fds = len(os.listdir("/proc/self/fd"))
+    # Distinct keystores (each a valid DER PFX: a different trailing byte in a padded copy would
+    # not be; the same bytes with another length prefix are not either), so vary the content.
+    p12 = user_p12["user.p12"]
+    for i in range(strimzi.KEYSTORE_CACHE_SIZE + 20):
+        variant = _with_extra_octets(p12, i)
+        _credentials({**user_p12, "user.p12": variant})
+    grown = len(os.listdir("/proc/self/fd")) - fds
+    print(f"\n{strimzi.KEYSTORE_CACHE_SIZE + 21} distinct keystores: {len(strimzi._keystores)} held, "
+          f"{grown} more open descriptors")
+    assert len(strimzi._keystores) == strimzi.KEYSTORE_CACHE_SIZE and grown <= strimzi.KEYSTORE_CACHE_SIZE
+    assert (sorted(kept.iterdir()) if kept.exists() else []) == before
+
+
+def _with_extra_octets(p12: bytes, i: int) -> bytes:
+    """A distinct DER PFX: the outer SEQUENCE with an extra OCTET STRING after its members (the
+    structure check reads the envelope and the version; librdkafka is not asked to read these)."""
+    extra = b"\x04\x04" + i.to_bytes(4, "big")
+    head = 2 + (p12[1] & 0x7F if p12[1] >= 0x80 else 0)
+    body = p12[head:] + extra
+    n = len(body)
+    length = bytes([n]) if n < 0x80 else bytes([0x80 | ((n.bit_length() + 7) // 8)]) + n.to_bytes((n.bit_length() + 7) // 8, "big")
+    return b"\x30" + length + body
