@@ -19,7 +19,7 @@ class Peer(Strict):
 
 
 class ModelsKafka(Strict):
-    """The operator's own Kafka principal, for publishing model messages (docs/security.md)."""
+    """The operator's own Kafka principal, for publishing model messages (docs/operations/security.md)."""
 
     bootstrap_servers: str = Field(alias="bootstrapServers", min_length=1)
     """The one Kafka cluster these credentials are for: used only for a ModelServing whose
@@ -62,6 +62,8 @@ class OperatorConfig(Strict):
     """Replicas of the operator elect one active through a Lease; None: this one serves alone."""
     observe_interval: float = Field(10.0, alias="observeInterval", gt=0)
     """Seconds between observations of each job (status, drift repair, crash loops)."""
+    workers: int = Field(8, ge=1, le=64)
+    """Reconciles run at once, each of a different resource (one resource is never reconciled by two)."""
     rollout_poll: float = Field(1.0, alias="rolloutPoll", gt=0)
     """Seconds between looks at the job while a model rollout waits for its confirmation."""
     manage_topics: bool = Field(True, alias="manageTopics")

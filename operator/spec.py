@@ -348,7 +348,7 @@ class KafkaSpec(KafkaTopics):
     models_topic: str | None = Field(None, alias="modelsTopic", pattern=_TOPIC)
     """The compacted topic of model descriptors. Unset (the default): the one the operator assigns,
     `scorestream-models.<namespace>` unless the cluster admin configured another, written only by
-    the operator's own principal where the admin gave it one (docs/security.md). Set: a topic of
+    the operator's own principal where the admin gave it one (docs/operations/security.md). Set: a topic of
     your own, which the operator writes with this resource's Kafka credentials. Many ModelServings
     may share a topic: each takes only the messages keyed `<namespace>/<name>/<dataType>` (and
     `.../candidate`) for itself."""

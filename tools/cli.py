@@ -183,7 +183,7 @@ def _message(err: dict[str, Any]) -> str:
         if pattern == s._QUANTITY:
             return f"{got!r} is not a Kubernetes quantity: a number with an optional suffix, e.g. 500m, 2, 512Mi, 2Gi"
         if pattern == s.DURATION_PATTERN:
-            return f"{got!r} is not a duration: a number and a unit, e.g. 500ms, 30s, 5m, 1h"
+            return f"{got!r} is not a duration: a number and a unit, e.g. 500ms, 30s, 5m, 90 minutes"
         if pattern == s._DNS_1035:
             return f"{got!r} is not a DNS-1035 label: lower case letters, digits and '-', starting with a letter"
         return f"{got!r} does not match the pattern {pattern}"
