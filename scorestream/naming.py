@@ -98,8 +98,12 @@ MODELSERVING_LABEL = f"{GROUP}/modelserving"
 CONFIG_HASH_ANNOTATION = f"{GROUP}/config-hash"
 # Label keys a template may not set on any pod: what NetworkPolicies and monitoring select by.
 OPERATOR_LABEL_PREFIXES = ("app.kubernetes.io/", f"{GROUP}/")
-# The operator's pods (the chart's selector labels): the NetworkPolicy admits to the control and metrics ports.
-OPERATOR_POD_LABELS = {"app.kubernetes.io/name": "scorestream", "app.kubernetes.io/component": "operator"}
+# The operator's pods, as the NetworkPolicy of every job admits them to its control port. The chart
+# sets it on the operator's pods whatever nameOverride or fullnameOverride say: its own
+# app.kubernetes.io/name follows nameOverride, so a policy selecting by that would lock the operator
+# out of every job (templates/_helpers.tpl scorestream.operatorPodLabels; tests/test_chart.py).
+# Under the API group, which a pod template may not set on the pods the operator makes.
+OPERATOR_POD_LABELS = {f"{GROUP}/component": "operator"}
 
 # Manual rollout controls (`kubectl scorestream promote|abort|rollback`): annotations on the
 # resource, not spec fields, because they are one-off requests about what the operator did (a

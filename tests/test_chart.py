@@ -268,6 +268,35 @@ def test_name_overrides(helm):
     assert ("Deployment", "ops") in names and ("ConfigMap", "ops") in names
 
 
+def _admits(selector: dict, labels: dict) -> bool:
+    """Whether a NetworkPolicy peer's selector (matchLabels, matchExpressions In/Exists) selects `labels`."""
+    ok = all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+    for e in selector.get("matchExpressions", []):
+        ok = ok and (e["key"] in labels if e["operator"] == "Exists" else labels.get(e["key"]) in e["values"])
+    return ok
+
+
+@pytest.mark.parametrize("flags", [[], ["--set", "nameOverride=scoring"], ["--set", "fullnameOverride=ops"],
+                                   ["--set", "nameOverride=scoring", "--set", "podLabels.team=ml"]])
+def test_every_jobs_network_policy_admits_the_operator_whatever_the_names(helm, flags):
+    """nameOverride changes the operator pod's app.kubernetes.io/name; the policy each job gets
+    (rendered by the operator's own desired state, with the chart's configuration) must still let
+    the operator's pods, in the release namespace, reach the job's control port."""
+    from test_desired import EXAMPLE
+
+    objs = render(helm, *flags, release="ml")
+    template = by_kind(objs, "Deployment")[0]["spec"]["template"]
+    config = OperatorConfig.model_validate(yaml.safe_load(by_kind(objs, "ConfigMap")[0]["data"]["operator.yaml"]))
+    policy = next(o for o in desired.desired_objects(EXAMPLE, settings=desired.Settings.of(config))
+                  if o["kind"] == "NetworkPolicy")
+    control = [r for r in policy["spec"]["ingress"] if {"protocol": "TCP", "port": naming.HTTP_PORT} in r.get("ports", [])]
+    namespace_labels = {"kubernetes.io/metadata.name": "operators"}  # the API server sets it on every namespace
+    assert any(_admits(peer["podSelector"], template["metadata"]["labels"])
+               and _admits(peer["namespaceSelector"], namespace_labels) for r in control for peer in r["from"]), \
+        (template["metadata"]["labels"], control)
+    assert naming.OPERATOR_POD_LABELS.items() <= template["metadata"]["labels"].items()
+
+
 def test_defaults_meet_pod_security_restricted_with_any_uid(helm):
     """The restricted profile's checks (kubernetes.io/docs/concepts/security/pod-security-standards),
     on the defaults; no UID is fixed, so a platform may assign any. The real API server's PodSecurity

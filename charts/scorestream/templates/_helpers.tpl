@@ -21,6 +21,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: operator
 {{- end -}}
 
+{{/*
+The labels every job's NetworkPolicy admits the operator by (scorestream/naming.py
+OPERATOR_POD_LABELS; tests/test_chart.py checks they agree): fixed, never from nameOverride or
+fullnameOverride. On the pod template only: a Deployment's selector cannot change on upgrade.
+*/}}
+{{- define "scorestream.operatorPodLabels" -}}
+scorestream.dev/component: operator
+{{- end -}}
+
 {{- define "scorestream.labels" -}}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{ include "scorestream.selectorLabels" . }}
