@@ -447,9 +447,13 @@ class _Redirects(urllib.request.HTTPRedirectHandler):
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):
         new = super().redirect_request(req, fp, code, msg, headers, newurl)
-        if new is not None and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc:
-            # Credentials go to the host they were written for: a Basic or bearer token, an S3
-            # signature and its session token.
+        old_url, new_url = urllib.parse.urlsplit(req.full_url), urllib.parse.urlsplit(newurl)
+        downgraded = old_url.scheme.lower() == "https" and new_url.scheme.lower() != "https"
+        if new is not None and (new_url.netloc != old_url.netloc or downgraded):
+            # Credentials go to the host they were written for, and only as safely as they were
+            # meant to travel: a Basic or bearer token, an S3 signature and its session token. A
+            # redirect to plain http, even on the same host, would send them readable to anyone on
+            # the path (the fetch itself may go on: it is what the location's writer chose).
             for name in _CREDENTIAL_HEADERS:
                 new.remove_header(name)
         return new

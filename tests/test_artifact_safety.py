@@ -14,6 +14,7 @@ import os
 import tarfile
 import threading
 import time
+import urllib.request
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -618,3 +619,19 @@ def test_abuse_through_the_models_topic_is_rejected_and_the_job_keeps_serving(se
     assert len(out) == n and {o["model"]["name"] for o in out} == {"tree"}
     assert CANARY not in job.tail(400) and PASSWORD not in job.tail(400)
     assert job.stop() == 0
+
+
+@pytest.mark.parametrize("target, kept", [
+    ("https://models.example/elsewhere", True),   # the same host, as safely: the credentials go along
+    ("http://models.example/m", False),            # a downgrade on the same host: they do not
+    ("https://other.example/m", False),            # another host: they do not
+    ("https://models.example:8443/m", False),      # another port is another origin
+])
+def test_credentials_follow_a_redirect_only_to_the_same_host_over_https(target, kept):
+    from scorestream.runtime.artifacts import _CREDENTIAL_HEADERS, _Redirects
+
+    request = urllib.request.Request("https://models.example/m", headers={
+        "Authorization": "Bearer t0ken", "X-Amz-Security-Token": "s3ssion", "User-Agent": "scorestream"})
+    new = _Redirects(5).redirect_request(request, None, 302, "Found", {}, target)
+    assert all(new.has_header(h) == kept for h in _CREDENTIAL_HEADERS), new.header_items()
+    assert new.has_header("User-agent")
