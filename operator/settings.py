@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import ipaddress
 
+from typing import Any, Literal
+
 from pydantic import Field, field_validator, model_validator
 
 from scorestream import naming
-from scorestream.config import Strict
+from scorestream.config import ArtifactPolicy, Strict
 
 
 class Peer(Strict):
@@ -93,6 +95,18 @@ class OperatorConfig(Strict):
     artifact_allowed_networks: list[str] = Field(default_factory=list, alias="artifactAllowedNetworks")
     """Non-public networks (CIDRs) the jobs' artifact fetches may reach (ArtifactPolicy
     allowedNetworks, rendered into every job's configuration). Empty: none."""
+    # The bounds: below 1 MiB no real model fits; above 16 GiB (or an hour) one fetch could hold a
+    # driver's memory or its models follower for good. The defaults are ArtifactPolicy's own.
+    artifact_max_fetch_bytes: int = Field(ArtifactPolicy.model_fields["max_fetch_bytes"].default,
+                                          alias="artifactMaxFetchBytes", ge=1 << 20, le=16 << 30)
+    """The largest artifact a job fetches from a location (ArtifactPolicy maxFetchBytes, the same
+    for every job: a spec cannot raise it)."""
+    artifact_fetch_timeout_seconds: float = Field(ArtifactPolicy.model_fields["fetch_timeout_seconds"].default,
+                                                  alias="artifactFetchTimeoutSeconds", ge=1, le=3600)
+    """Seconds one whole artifact fetch may take (ArtifactPolicy fetchTimeoutSeconds)."""
+
+    log_format: Literal["text", "json"] = Field("text", alias="logFormat")
+    """The operator's log lines: kopf's text format, or one JSON object per line (`kopf_logging`)."""
 
     models_topic: str | None = Field(None, alias="modelsTopic", pattern=r"^[a-zA-Z0-9._-]{1,249}$")
     """One models topic shared by every namespace; None: one per namespace,
@@ -111,6 +125,13 @@ class OperatorConfig(Strict):
     operator_namespace: str | None = Field(None, alias="operatorNamespace")
     """The operator's own namespace: only its pods there reach the jobs' control port. None: its
     labels in any namespace (the chart always sets it)."""
+
+    def kopf_logging(self) -> dict[str, Any]:
+        """kopf.configure's arguments for logFormat: its own JSON formatter carries the object a
+        message is about (namespace and name) as fields, where the text format prefixes them."""
+        import kopf
+
+        return {"log_format": kopf.LogFormat.JSON if self.log_format == "json" else kopf.LogFormat.FULL}
 
     @field_validator("api_server_cidrs", "artifact_allowed_networks")
     @classmethod

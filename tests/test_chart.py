@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import re
 import subprocess
 import time
@@ -81,7 +82,9 @@ def test_every_mode_renders_valid_objects(helm, mode):
     config = OperatorConfig.model_validate(yaml.safe_load(by_kind(objs, "ConfigMap")[0]["data"]["operator.yaml"]))
     lease_roles = [r for r in by_kind(objs, "Role") if r["metadata"]["name"].endswith("-leader-election")]
     roles = [r for r in by_kind(objs, "Role") if r not in lease_roles]
-    cluster_roles = by_kind(objs, "ClusterRole")
+    # The operator's own; not those for the namespaces' users (test_namespace_users_may_manage_...).
+    cluster_roles = [r for r in by_kind(objs, "ClusterRole") if not any(
+        k.startswith("rbac.authorization.k8s.io/aggregate-to-") for k in r["metadata"]["labels"])]
     assert desired.owner_reference({"name": "wine", "uid": "u"})["blockOwnerDeletion"]
     for role in roles + cluster_roles:
         assert BLOCK_OWNER_DELETION <= granted(role["rules"]), f"{role['metadata']}: children would be refused"
@@ -241,6 +244,13 @@ def test_watched_namespaces_are_created_only_when_asked_and_outlive_the_release(
     (["--set", "resources.requests.memory=lots"], "at '/resources/requests/memory'"),
     (["--set", "jobNetworkPolicy.apiServerCIDRs={10.0.0.1}"], "at '/jobNetworkPolicy/apiServerCIDRs/0'"),
     (["--set", "allowedImages={}", "--set-json", 'allowedImages=[""]'], "at '/allowedImages/0'"),
+    (["--set", "logFormat=xml"], "at '/logFormat'"),
+    (["--set", "image.digest=latest"], "at '/image/digest'"),
+    (["--set", "artifacts.maxFetchBytes=1000"], "at '/artifacts/maxFetchBytes'"),
+    (["--set", "artifacts.fetchTimeoutSeconds=0"], "at '/artifacts/fetchTimeoutSeconds'"),
+    (["--set", "extraVolumeMounts[0].name=ca"], "at '/extraVolumeMounts/0': missing property 'mountPath'"),
+    (["--set", "topologySpreadConstraints[0].maxSkew=1"], "at '/topologySpreadConstraints/0'"),
+    (["--set", "metrics.serviceMonitor.namespace=Not_A_Namespace"], "at '/metrics/serviceMonitor/namespace'"),
 ])
 def test_bad_values_are_refused_with_a_message(helm, flags, message):
     res = run_helm(helm, "template", "ss", str(CHART), *flags)
@@ -419,7 +429,9 @@ async def test_rbac_allows_every_call_the_operator_makes_and_nothing_it_does_not
         calls, refused = calls_of(api.cluster, installation.subject)
         assert not refused, f"the API server refused the operator (the chart's RBAC lacks these): {refused}"
         rules = [r for kind in ("ClusterRole", "Role") for o in api.request(
-            "GET", f"/apis/rbac.authorization.k8s.io/v1/{kind.lower()}s?labelSelector=app.kubernetes.io/instance={release}")["items"]
+            "GET", f"/apis/rbac.authorization.k8s.io/v1/{kind.lower()}s?labelSelector=app.kubernetes.io/instance={release}"
+            ",!rbac.authorization.k8s.io/aggregate-to-edit")["items"]  # the operator's, not its users'
+
             for r in o["rules"]]
         # Kubernetes lets a subject create a Role only with permissions it holds: the driver's Role's.
         # KafkaTopics are made only for a spec with kafka.strimziTopics: tests/test_strimzi.py uses them.
@@ -537,3 +549,96 @@ def test_the_api_server_enforces_the_image_allow_list(api, helm):  # noqa: F811
         for o in reversed(made):
             api.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural[o['kind']]}/{o['metadata']['name']}",
                         ok_missing=True)
+
+
+# --- the operator pod's and the release's knobs (as Strimzi's and the Flink operator's charts have) --
+
+
+def test_operator_pod_knobs_reach_the_deployment(helm):
+    digest = "sha256:" + "ab" * 32
+    objs = render(helm, "--set", f"image.digest={digest}", "--set", "image.tag=ignored", "--set", "revisionHistoryLimit=3",
+                  "--set-json", 'envFrom=[{"secretRef": {"name": "operator-proxy"}}]',
+                  "--set-json", 'extraVolumes=[{"name": "ca", "configMap": {"name": "corporate-ca"}}]',
+                  "--set-json", 'extraVolumeMounts=[{"name": "ca", "mountPath": "/etc/ssl/corporate", "readOnly": true}]',
+                  "--set-json", 'topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",'
+                                ' "whenUnsatisfiable": "ScheduleAnyway"}, {"maxSkew": 2, "topologyKey": "kubernetes.io/hostname",'
+                                ' "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"team": "ml"}}}]')
+    deployment = by_kind(objs, "Deployment")[0]
+    kubernetes_validate.validate(deployment, K8S_VERSION, strict=True)
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["image"] == f"localhost/scorestream-operator@{digest}"
+    assert deployment["spec"]["revisionHistoryLimit"] == 3
+    assert container["envFrom"] == [{"secretRef": {"name": "operator-proxy"}}]
+    assert {"name": "ca", "configMap": {"name": "corporate-ca"}} in pod["volumes"]
+    assert {"name": "ca", "mountPath": "/etc/ssl/corporate", "readOnly": True} in container["volumeMounts"]
+    assert {v["name"] for v in pod["volumes"]} >= {"config", "tmp"}  # the chart's own stay
+    own, given = pod["topologySpreadConstraints"]
+    assert own["labelSelector"] == deployment["spec"]["selector"] and own["maxSkew"] == 1
+    assert given["labelSelector"] == {"matchLabels": {"team": "ml"}}  # a selector given is kept
+    default = by_kind(render(helm), "Deployment")[0]
+    assert default["spec"]["revisionHistoryLimit"] == 10 and default["spec"]["template"]["spec"]["containers"][0]["image"] \
+        == "localhost/scorestream-operator:0.1.0"
+    assert "envFrom" not in default["spec"]["template"]["spec"]["containers"][0]
+    assert "topologySpreadConstraints" not in default["spec"]["template"]["spec"]
+
+
+def test_a_pod_disruption_budget_keeps_one_operator_through_a_drain(helm):
+    assert not by_kind(render(helm), "PodDisruptionBudget")
+    objs = render(helm, "--set", "replicaCount=2", "--set", "podDisruptionBudget.enabled=true")
+    pdb = by_kind(objs, "PodDisruptionBudget")[0]
+    kubernetes_validate.validate(pdb, K8S_VERSION, strict=True)
+    assert pdb["spec"] == {"maxUnavailable": 1, "selector": by_kind(objs, "Deployment")[0]["spec"]["selector"]}
+    pdb = by_kind(render(helm, "--set", "replicaCount=3", "--set", "podDisruptionBudget.enabled=true",
+                        "--set", "podDisruptionBudget.minAvailable=2"), "PodDisruptionBudget")[0]
+    assert pdb["spec"]["minAvailable"] == 2 and "maxUnavailable" not in pdb["spec"]
+    res = run_helm(helm, "template", "ss", str(CHART), "--set", "podDisruptionBudget.enabled=true",
+                   "--set", "podDisruptionBudget.minAvailable=1")
+    assert res.returncode != 0 and "block every node drain" in res.stderr
+
+
+def test_namespace_users_may_manage_modelservings_through_the_aggregated_roles(helm):
+    roles = {r["metadata"]["name"]: r for r in by_kind(render(helm), "ClusterRole")}
+    view, edit = roles["ss-scorestream-view"], roles["ss-scorestream-edit"]
+    for role in (view, edit):
+        kubernetes_validate.validate(role, K8S_VERSION, strict=True)
+    aggregated = {name: {k.rsplit("-", 1)[1] for k, v in r["metadata"]["labels"].items()
+                         if k.startswith("rbac.authorization.k8s.io/aggregate-to-") and v == "true"} for name, r in roles.items()}
+    assert aggregated["ss-scorestream-view"] == {"view", "edit", "admin"}
+    assert aggregated["ss-scorestream-edit"] == {"edit", "admin"}
+    assert granted(view["rules"]) >= {(v, "scorestream.dev", "modelservings") for v in ("get", "list", "watch")}
+    assert granted(edit["rules"]) >= {(v, "scorestream.dev", "modelservings") for v in ("create", "update", "patch", "delete")}
+    assert not any(res == "modelservings/status" and verb not in ("get", "list", "watch")
+                   for verb, _, res in granted(view["rules"]) | granted(edit["rules"])), "status is the operator's"
+    assert not by_kind(render(helm, "--set", "rbac.aggregateToViewEdit=false"), "ClusterRole")
+
+
+def test_the_service_monitor_namespace_interval_and_relabelings(helm):
+    on = ["--set", "metrics.serviceMonitor.enabled=true"]
+    default = by_kind(render(helm, *on), "ServiceMonitor")[0]
+    assert default["metadata"]["namespace"] == "operators" and "namespaceSelector" not in default["spec"]
+    assert default["spec"]["endpoints"][0]["interval"] == "30s" and "relabelings" not in default["spec"]["endpoints"][0]
+    relabel = {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}
+    monitor = by_kind(render(helm, *on, "--set", "metrics.serviceMonitor.namespace=monitoring",
+                             "--set", "metrics.serviceMonitor.interval=15s",
+                             "--set-json", f"metrics.serviceMonitor.relabelings=[{json.dumps(relabel)}]"), "ServiceMonitor")[0]
+    assert monitor["metadata"]["namespace"] == "monitoring"
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["operators"]}  # where the Service is
+    assert monitor["spec"]["endpoints"][0]["interval"] == "15s"
+    assert monitor["spec"]["endpoints"][0]["relabelings"] == [relabel]
+
+
+def test_log_format_and_artifact_limits_reach_the_operators_config(helm):
+    import kopf
+
+    def config(*flags):
+        objs = render(helm, *flags)
+        return OperatorConfig.model_validate(yaml.safe_load(by_kind(objs, "ConfigMap")[0]["data"]["operator.yaml"]))
+
+    default = config()
+    assert default.log_format == "text" and default.kopf_logging()["log_format"] is kopf.LogFormat.FULL
+    assert (default.artifact_max_fetch_bytes, default.artifact_fetch_timeout_seconds) == (512 << 20, 120)
+    given = config("--set", "logFormat=json", "--set", "artifacts.maxFetchBytes=2147483648",
+                   "--set", "artifacts.fetchTimeoutSeconds=600")
+    assert given.kopf_logging()["log_format"] is kopf.LogFormat.JSON
+    assert (given.artifact_max_fetch_bytes, given.artifact_fetch_timeout_seconds) == (2 << 30, 600)
