@@ -55,6 +55,23 @@ def client_timeouts(seconds: float) -> dict[str, int]:
     return {"socket.timeout.ms": max(10, ms), "socket.connection.setup.timeout.ms": max(1000, ms)}
 
 
+# What one answer of a broker may make an operator's client hold: a tenant names the brokers, and a
+# broker's frame is buffered whole before it is parsed (librdkafka's default allows 100 MB, each
+# client and connection). The operator's requests are a topic's metadata, topic creation and config,
+# and one produced model message: their answers are small.
+MAX_ANSWER_BYTES = 1024 * 1024
+# librdkafka wants room for a fetch response's framing above fetch.max.bytes.
+_FRAMING = 512
+
+
+def client_caps() -> dict[str, str | int | bool]:
+    """Settings every Kafka client the operator builds for a tenant takes last, over the tenant's
+    own: answers of at most MAX_ANSWER_BYTES, and metadata of the topics asked for only (no broker
+    creating a topic the operator only asked about)."""
+    return {"receive.message.max.bytes": MAX_ANSWER_BYTES + _FRAMING, "fetch.max.bytes": MAX_ANSWER_BYTES,
+            "topic.metadata.refresh.sparse": True, "allow.auto.create.topics": False}
+
+
 async def call(deadline: Deadline, what: str, fn: Callable[..., T], *args, **kwargs) -> T:
     """`fn(*args, timeout=<seconds left>, **kwargs)` in a Kafka thread, waited for until the
     deadline (plus GRACE); KafkaUnreachable if there is no time left or it takes longer."""

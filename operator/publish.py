@@ -127,14 +127,14 @@ def _send(route: Route, key: str, value: bytes | None, headers: list[tuple[str, 
           timeout: float) -> None:
     from confluent_kafka import Producer
 
-    from scorestream.operator.kafkabound import client_timeouts
+    from scorestream.operator.kafkabound import client_caps, client_timeouts
     from scorestream.operator.kafkalog import client_config
 
     # message.timeout.ms 0 would be "forever".
     producer = Producer(client_config({**route.properties, "bootstrap.servers": route.bootstrap_servers,
                                        "enable.idempotence": True, "acks": "all",
                                        "message.timeout.ms": max(1, int(timeout * 1000)),
-                                       **client_timeouts(timeout)}))
+                                       **client_timeouts(timeout), **client_caps()}))
     failures: list[str] = []
     producer.produce(route.topic, key=key.encode(), value=value, headers=headers,
                      on_delivery=lambda err, _msg: failures.append(str(err)) if err else None)

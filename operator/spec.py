@@ -53,6 +53,35 @@ _QUANTITY = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 _DATA_TYPE = r"^[A-Za-z0-9._-]{1,128}$"
 # Entries of spark.conf and kafka.properties: bounds the API server's cost of the CEL rules over them.
 MAX_SETTINGS = 256
+# Nesting of the free-form objects a spec carries (pod templates): a real PodSpec is at most about
+# a dozen levels deep. The API server takes objects up to 10,000 levels, and every recursive walk
+# of the operator (the template merge, copies, YAML) would spend its stack on them (issue 48).
+MAX_FREE_FORM_DEPTH = 32
+
+
+def free_form_depth_error(value: Any, limit: int = MAX_FREE_FORM_DEPTH) -> str | None:
+    """Why `value` nests too deeply (objects and lists), or None. Iterative: it must not recurse
+    on what it is checking."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            return f"nests objects and lists more than {limit} levels deep"
+        stack.extend((c, depth + 1) for c in children)
+    return None
+
+
+def _bounded_free_form(value: Any, limit: int = MAX_FREE_FORM_DEPTH) -> Any:
+    error = free_form_depth_error(value, limit)
+    if error:
+        raise ValueError(error)
+    return value
 
 
 def _rules(*rules: tuple[str, str]) -> dict:
@@ -669,6 +698,11 @@ class PodTemplate(Strict):
     operator's volumes and mounts, serviceAccountName and the selector labels are the operator's
     and override the template's."""
 
+    @field_validator("spec", mode="before")
+    @classmethod
+    def _bounded_spec(cls, v: Any) -> Any:
+        return _bounded_free_form(v)
+
 
 class PodSettings(Strict):
     pod_template: PodTemplate | None = Field(None, alias="podTemplate")
@@ -942,6 +976,12 @@ class StableSpec(Strict):
     """The generation whose spec it is."""
     spec: dict[str, Any] = Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True})
     """The spec under which the job last ran ready."""
+
+    @field_validator("spec", mode="before")
+    @classmethod
+    def _bounded_spec(cls, v: Any) -> Any:
+        # A whole spec: its pod templates sit a few levels under its root.
+        return _bounded_free_form(v, MAX_FREE_FORM_DEPTH + 8)
 
 
 class UpgradeStatus(Strict):

@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from scorestream.config import KeylessModels
-from scorestream.operator.kafkabound import Deadline, client_timeouts
+from scorestream.operator.kafkabound import Deadline, client_caps, client_timeouts
 from scorestream.operator.kafkalog import client_config
 from scorestream.operator.models_route import Route
 from scorestream.operator.spec import KafkaSpec
@@ -46,7 +46,7 @@ def ensure_topics(kafka: KafkaSpec, client_properties: dict[str, str], replicati
         models = Route(kafka.models_topic, kafka.bootstrap_servers, client_properties, by_operator=False)
     deadline = Deadline(timeout)
     admin = AdminClient(client_config({**client_properties, "bootstrap.servers": kafka.bootstrap_servers,
-                                       **client_timeouts(timeout)}))
+                                       **client_timeouts(timeout), **client_caps()}))
     try:
         report = _ensure(admin, kafka, replication, deadline,
                          None if models is None or models.by_operator else models)
@@ -54,7 +54,7 @@ def ensure_topics(kafka: KafkaSpec, client_properties: dict[str, str], replicati
         admin.poll(0)  # hands librdkafka's queued log messages to Python logging (kafkalog)
     if models is not None and models.by_operator and report.error is None:
         own = AdminClient(client_config({**models.properties, "bootstrap.servers": models.bootstrap_servers,
-                                         **client_timeouts(max(deadline.left(), 0.1))}))
+                                         **client_timeouts(max(deadline.left(), 0.1)), **client_caps()}))
         try:
             theirs = _ensure_models(own, kafka, models.topic, replication, deadline)
         finally:
@@ -69,14 +69,14 @@ def check_data_topic(kafka: KafkaSpec, client_properties: dict[str, str], timeou
     someone else (Strimzi's Topic Operator, spec.kafka.strimziTopics). Blocking: run it in a thread."""
     deadline = Deadline(timeout)
     admin = AdminClient(client_config({**client_properties, "bootstrap.servers": kafka.bootstrap_servers,
-                                       **client_timeouts(timeout)}))
+                                       **client_timeouts(timeout), **client_caps()}))
     try:
-        meta = _list(admin, kafka, deadline)
+        existing = _existing(admin, kafka, deadline, [kafka.data_topic])
     finally:
         admin.poll(0)
-    if isinstance(meta, TopicsReport):
-        return meta
-    topic = meta.topics.get(kafka.data_topic)
+    if isinstance(existing, TopicsReport):
+        return existing
+    topic = existing.get(kafka.data_topic)
     return TopicsReport(data_topic_exists=topic is not None, data_partitions=len(topic.partitions) if topic else None)
 
 
@@ -89,6 +89,22 @@ def _list(admin: AdminClient, kafka: KafkaSpec, deadline: Deadline, topic: str |
         if error is not None and error.code() in NO_ANSWER:
             return TopicsReport(error=no_answer(kafka, deadline.seconds), unreachable=True)
         return TopicsReport(error=f"cannot list topics on {kafka.bootstrap_servers}{who}: {e}")
+
+
+def _existing(admin: AdminClient, kafka: KafkaSpec, deadline: Deadline, names: list[str]):
+    """The named topics that exist (by name), asked one topic at a time: the metadata of a cluster's
+    every topic is as large as the cluster, and the operator needs a few. Or the report of why
+    they could not be listed."""
+    found = {}
+    for name in dict.fromkeys(names):
+        meta = _list(admin, kafka, deadline, name)
+        if isinstance(meta, TopicsReport):
+            return meta
+        topic = meta.topics.get(name)
+        # librdkafka answers a topic asked for by name even when the broker has none by that name.
+        if topic is not None and topic.error is None:
+            found[name] = topic
+    return found
 
 
 def _models_topic(topic: str, replication: int) -> NewTopic:
@@ -132,10 +148,12 @@ def _create(admin: AdminClient, kafka: KafkaSpec, missing: list[NewTopic], deadl
 
 def _ensure(admin: AdminClient, kafka: KafkaSpec, replication: int, deadline: Deadline,
             models: Route | None) -> TopicsReport:
-    meta = _list(admin, kafka, deadline)
-    if isinstance(meta, TopicsReport):
-        return meta
-    existing = meta.topics
+    names = [kafka.data_topic, kafka.output_topic, kafka.dead_letter_topic]
+    names += [models.topic] if models is not None else []
+    names += [kafka.keyless_models.topic] if kafka.keyless_models is not None else []
+    existing = _existing(admin, kafka, deadline, names)
+    if isinstance(existing, TopicsReport):
+        return existing
     report = TopicsReport(data_topic_exists=kafka.data_topic in existing)
     # Output and dead-letter topics get the data topic's partition count, so a key keeps its
     # partition end to end; the models topic is compacted (the latest model per key is kept).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import os
+import sys
 import tempfile
 import tracemalloc
 import urllib.parse
@@ -153,3 +154,178 @@ def _with_extra_octets(p12: bytes, i: int) -> bytes:
     n = len(body)
     length = bytes([n]) if n < 0x80 else bytes([0x80 | ((n.bit_length() + 7) // 8)]) + n.to_bytes((n.bit_length() + 7) // 8, "big")
     return b"\x30" + length + body
+
+
+# --- deep objects and the operator's process ------------------------------------------------------
+
+def _nested(levels: int) -> dict:
+    """{"a": {"a": ... {"a": 1}}}: `levels` objects, built without recursion."""
+    node: object = 1
+    for _ in range(levels):
+        node = {"a": node}
+    return node  # type: ignore[return-value]
+
+
+def test_a_pod_template_nested_past_the_bound_is_an_invalid_spec_found_without_recursion():
+    """The operator's walks of a template (merge, copies, YAML) recurse: a spec is refused before
+    them past MAX_FREE_FORM_DEPTH levels, by a check that does not recurse itself."""
+    body = {**SPEC, "driver": {"podTemplate": {"spec": {"affinity": _nested(9_990)}}}}
+    with pytest.raises(ValueError, match=f"spec\n  Value error, nests objects and lists more than {s.MAX_FREE_FORM_DEPTH}"):
+        s.ModelServingSpec.model_validate(body)
+    deepest = {"affinity": _nested(s.MAX_FREE_FORM_DEPTH - 1)}
+    spec = s.ModelServingSpec.model_validate({**SPEC, "executor": {"podTemplate": {"spec": deepest}}})
+    from scorestream.operator import podtemplate
+
+    pod = podtemplate.executor_pod(spec.executor.pod_template, "wine", "executor", {}, {})
+    assert s.free_form_depth_error(pod["spec"]["affinity"]) is None
+
+
+@pytest.mark.timeout(300)
+async def test_the_operator_survives_an_object_nested_as_deep_as_the_api_server_takes(api):
+    """A ModelServing whose pod template nests 9,990 levels (the API server's JSON decoder takes
+    10,000): kopf's watch decodes it with json.loads, whose RecursionError past Python's default
+    limit stopped the watcher and the operator. The real operator process now reads it, refuses it
+    as an invalid spec, and goes on serving the namespace's other resource."""
+    from harness.operator import MS, Operator, apply, condition, obj, operator_config, resource, until
+    from scorestream.tools.local.broker import free_port
+    from types import SimpleNamespace
+
+    nobody = SimpleNamespace(bootstrap=f"127.0.0.1:{free_port()}")
+    names = {"dataTopic": "records", "outputTopic": "predictions", "deadLetterTopic": "dlq", "modelsTopic": "models"}
+    deep = resource(names, nobody, name="deep")
+    deep["spec"]["driver"] = {"podTemplate": {"spec": {"affinity": _nested(9_000)}}}
+    op = Operator(api, operator_config(api, observeInterval=1))
+    await op.start()
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(12_000)  # this process's own json, writing and reading the object
+    try:
+        await apply(api, deep)
+        stored = obj(api, MS, "deep")
+        assert stored is not None, "the API server took the object"
+        await until(lambda: condition(api, "deep", "Degraded").get("reason") == "InvalidSpec", timeout=60,
+                    what="the deep resource refused as an invalid spec")
+        assert f"more than {s.MAX_FREE_FORM_DEPTH} levels" in condition(api, "deep", "Degraded")["message"]
+        await apply(api, resource(names, nobody, name="wine"))
+        await until(lambda: condition(api, "wine", "Degraded").get("reason") == "KafkaUnreachable", timeout=60,
+                    what="the other resource reconciled after it")
+        assert op.running and "RecursionError" not in op.log, op.log[-4000:]
+    finally:
+        sys.setrecursionlimit(limit)
+        await op.stop()
+
+
+# --- the operator's Kafka clients against a broker that answers with huge frames ------------------
+
+class HugeFrameBroker:
+    """A loopback socket server that speaks just enough of Kafka's protocol: it reads each request's
+    frame (size, api key, version, correlation id, client id, and a Metadata request's topic
+    count), answers ApiVersions with Metadata v0-4, and answers anything else with a frame that
+    announces `announce` bytes and sends them (zeros)."""
+
+    def __init__(self, announce: int):
+        import socket
+        import threading
+
+        self.announce, self.requests = announce, []
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        import struct
+        import threading
+
+        self.sock.settimeout(0.2)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:  # closed by close()
+                return
+            threading.Thread(target=self._answer, args=(conn, struct), daemon=True).start()
+
+    def _answer(self, conn, struct) -> None:
+        def exactly(n: int) -> bytes:
+            out = b""
+            while len(out) < n:
+                chunk = conn.recv(n - len(out))
+                if not chunk:
+                    raise ConnectionError
+                out += chunk
+            return out
+
+        with conn:
+            try:
+                while not self.stop.is_set():
+                    (size,) = struct.unpack(">i", exactly(4))
+                    frame = exactly(size)
+                    key, version, correlation, client_len = struct.unpack(">hhih", frame[:10])
+                    topics = struct.unpack(">i", frame[10 + client_len:14 + client_len])[0] if key == 3 else None
+                    self.requests.append((key, version, topics))
+                    if key == 18:  # ApiVersions (v3, flexible): Metadata v0-4 and itself are spoken here
+                        body = struct.pack(">hb", 0, 3) + struct.pack(">hhhb", 18, 0, 3, 0) \
+                            + struct.pack(">hhhb", 3, 0, 4, 0) + struct.pack(">ib", 0, 0)
+                        conn.sendall(struct.pack(">ii", 4 + len(body), correlation) + body)
+                        continue
+                    conn.sendall(struct.pack(">ii", self.announce, correlation))
+                    zeros = bytes(1024 * 1024)
+                    left = self.announce - 4
+                    while left > 0 and not self.stop.is_set():
+                        conn.sendall(zeros[:min(left, len(zeros))])
+                        left -= len(zeros)
+            except (ConnectionError, OSError):
+                return
+
+    def close(self) -> None:
+        self.stop.set()
+        self.sock.close()
+        self.thread.join(5)
+
+
+_PEAK_CHILD = r'''
+import json, sys
+from scorestream.operator import spec as s, topics
+
+def kib(field):
+    for line in open("/proc/self/status"):
+        if line.startswith(field):
+            return int(line.split()[1])
+
+spec = s.ModelServingSpec.model_validate(json.loads(sys.argv[1]))
+before = kib("VmRSS:")
+report = topics.check_data_topic(spec.kafka, json.loads(sys.argv[2]), timeout=8.0)
+print(json.dumps({"before": before, "peak": kib("VmHWM:"), "error": report.error}))
+'''
+
+
+def test_the_operators_kafka_clients_hold_at_most_a_mebibyte_of_a_brokers_answer():
+    """A tenant names the brokers. One that answers the operator's Metadata request with a 90 MB
+    frame (under librdkafka's default cap of 100 MB) made the operator's client buffer all of it,
+    per client and connection. The operator's clients now refuse an answer over 1 MiB, and ask
+    for the topics they need by name, not the cluster's every topic. Run in a process of its own
+    to read its peak RSS; printed."""
+    import json
+    import subprocess
+
+    announce = 90 * 1024 * 1024
+    broker = HugeFrameBroker(announce)
+    try:
+        spec = {**SPEC, "kafka": {**SPEC["kafka"], "bootstrapServers": f"127.0.0.1:{broker.port}"}}
+        # A tenant's attempt to lift the cap, which the operator's caps override.
+        tenant = {"receive.message.max.bytes": str(200 * 1024 * 1024)}
+        run = subprocess.run([sys.executable, "-c", _PEAK_CHILD, json.dumps(spec), json.dumps(tenant)],
+                             capture_output=True, text=True, timeout=120)
+    finally:
+        broker.close()
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    grown = (out["peak"] - out["before"]) / 1024
+    print(f"\noperator client against a {announce // 2**20} MiB Metadata answer: RSS {out['before'] / 1024:.0f} MiB "
+          f"before, peak {out['peak'] / 1024:.0f} MiB (+{grown:.0f} MiB); requests seen {broker.requests[:4]}")
+    assert out["error"] is not None
+    metadata = [r for r in broker.requests if r[0] == 3]
+    assert metadata and all(topics == 1 for _, _, topics in metadata), broker.requests
+    assert grown < 20, f"the client held {grown:.0f} MiB of the broker's answer"

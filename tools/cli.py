@@ -11,6 +11,9 @@ from typing import Any
 
 from scorestream import naming
 
+# Above the API server's JSON nesting limit (10,000) with room for the frames under the decoder.
+OPERATOR_RECURSION_LIMIT = 12_000
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scorestream", description="Serve ML models on Kafka streams with Spark")
@@ -124,6 +127,12 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return _render(args.filename, args.runtime_image)
     if args.command == "operator":
         from pydantic import ValidationError
+
+        # kopf decodes each watch event with json.loads, which recurses once per level; the API
+        # server stores objects nested up to 10,000 levels (sigs.k8s.io/json's maxNestingDepth),
+        # and a RecursionError in a watcher stops the operator. Python's default of 1,000 is below
+        # what a spec author may write; json's C recursion at this limit fits the main thread's stack.
+        sys.setrecursionlimit(max(sys.getrecursionlimit(), OPERATOR_RECURSION_LIMIT))
 
         from scorestream.operator.handlers import run as run_operator
         from scorestream.operator.settings import OperatorConfig
