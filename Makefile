@@ -86,11 +86,13 @@ test: setup
 test-quick: setup
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -m quick -n 2 --dist loadfile --no-loadscope-reorder
 
-# After a change of the spec types: the CRD (crds/ and the chart's copy) and its reference page,
-# and the Grafana dashboard; the tests fail while a checked-in copy differs from its generator.
+# After a change of the spec types or the chart's values schema: the CRD (crds/ and the chart's
+# copy) and its reference page, the chart values' reference page, and the Grafana dashboard; the
+# tests fail while a checked-in copy differs from its generator.
 generate: setup-demo
 	$(BIN)/python -m scorestream.operator.crd --write
 	$(BIN)/python -m scorestream.operator.reference --write
+	$(BIN)/python -m scorestream.tools.values_reference --write
 	$(BIN)/python -m scorestream.tools.dashboard --write
 
 # Throughput and latency against the peers, then the operator at scale (benchmarks/RESULTS.md).

@@ -32,6 +32,22 @@ def test_the_modelserving_reference_is_generated_from_the_current_crd():
         "docs/reference/modelserving.md is stale: python -m scorestream.operator.reference --write"
 
 
+def test_the_chart_values_reference_is_generated_from_the_current_schema():
+    from scorestream.tools import values_reference
+
+    assert values_reference.PAGE.read_text() == values_reference.render(), \
+        "docs/operations/values.md is stale: python -m scorestream.tools.values_reference --write"
+
+
+def test_every_chart_value_says_what_it_is_for():
+    """The schema's descriptions are the reference page's: a value without one is a row that says nothing."""
+    from scorestream.tools import values_reference
+
+    silent = [row.split(" | ")[0] for row in values_reference.render().splitlines()
+              if row.startswith("| `") and row.rstrip().endswith("|  |")]
+    assert not silent, "values.schema.json: describe " + ", ".join(silent)
+
+
 def test_readme_is_short_and_for_a_user():
     assert len(README.splitlines()) <= 200
     for pattern in (r"\bnotes? \d+", r"the report\b", r"\b20\d\d-\d\d-\d\d\b", r"issue #\d+", r"ARCHITECTURE\.md",
@@ -97,6 +113,8 @@ def _texts():
 
 def _schema_has(path: list[str], node: dict | None = None) -> bool:
     node = SCHEMA if node is None else node
+    if "$ref" in node:  # "#/definitions/x"
+        node = SCHEMA["definitions"][node["$ref"].rsplit("/", 1)[1]]
     if not path:
         return True
     head, rest = path[0], path[1:]
