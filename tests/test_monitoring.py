@@ -95,7 +95,24 @@ def test_monitoring_is_off_by_default_and_renders_valid_objects_when_on(helm):
                                            else {"matchNames": ["ml", "analytics"] if mode else ["operators"]})
         # The resource's labels on the operator's series must survive the scrape (not exported_namespace).
         assert one(objs, "ServiceMonitor")["spec"]["endpoints"][0]["honorLabels"] is True
-        assert pm["podMetricsEndpoints"][0]["honorLabels"] is True
+        assert_a_job_pod_cannot_speak_for_another_resource(pm["podMetricsEndpoints"][0])
+
+
+def assert_a_job_pod_cannot_speak_for_another_resource(endpoint: dict) -> None:
+    """Issue 48: any pod with the driver's labels is scraped. Its series take the namespace and
+    name of the target (the pod's namespace, its scorestream.dev/modelserving label), the scraped
+    copies are dropped, and so are series only the operator publishes."""
+    assert endpoint["honorLabels"] is False
+    assert {"sourceLabels": ["__meta_kubernetes_pod_label_scorestream_dev_modelserving"], "targetLabel": "name",
+            "action": "replace"} in endpoint["relabelings"]
+    drops = [r for r in endpoint["metricRelabelings"] if r["action"] == "drop"]
+    (dropped,) = [re.compile(r["regex"]) for r in drops if r["sourceLabels"] == ["__name__"]]
+    for family in m.FAMILIES:
+        for series in family.series:
+            assert bool(dropped.fullmatch(series)) == (family.source == "operator"), series
+    (labeldrop,) = [re.compile(r["regex"]) for r in endpoint["metricRelabelings"] if r["action"] == "labeldrop"]
+    assert labeldrop.fullmatch("exported_namespace") and labeldrop.fullmatch("exported_name")
+    assert not labeldrop.fullmatch("namespace") and not labeldrop.fullmatch("model")
 
 
 def test_podmonitor_selects_the_driver_pods_the_operator_renders_and_not_the_executors(helm):
