@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     from scorestream.runtime.jvm_metrics import JvmSnapshot
 
 
+# Models swapped out whose figures are kept (/stats `previous`, /metrics): per dataType, and in all.
+MAX_PREVIOUS_PER_DATA_TYPE = 10
+MAX_INFOS = 200
+
+
 @dataclass
 class ModelServingInfo:
     """As in the report: what serves, since when, how often, how fast (milliseconds)."""
@@ -149,7 +154,20 @@ class ServingStats:
         info = self.infos.get(key)
         if info is None:
             info = self.infos[key] = ModelServingInfo(m.name, m.version, m.description, m.since)
+            self._prune(m.data_type)
         return info
+
+    def _prune(self, data_type: str) -> None:
+        """Forget the oldest models swapped out: each new model of the models topic adds one, and
+        /stats (which the operator reads at most 1 MiB of) and /metrics show every one kept."""
+        snap = self.registry.snapshot()
+        live = {(dt, m.route) for dt, m in snap.models.items()}
+        live |= {(dt, c.model.route) for dt, c in snap.candidates.items()}
+        for limit, same in ((MAX_PREVIOUS_PER_DATA_TYPE, lambda k: k[0] == data_type), (MAX_INFOS, lambda k: True)):
+            gone = [k for k in self.infos if same(k) and k not in live]  # oldest first: insertion order
+            for k in gone[:max(0, len(gone) - limit)]:
+                del self.infos[k]
+                self.shadows.pop(k, None)
 
     def serving_info(self) -> dict[str, ServingFigures]:
         """Per dataType: the serving model's ModelServingInfo, the models it replaced, and the

@@ -329,3 +329,62 @@ def test_the_operators_kafka_clients_hold_at_most_a_mebibyte_of_a_brokers_answer
     metadata = [r for r in broker.requests if r[0] == 3]
     assert metadata and all(topics == 1 for _, _, topics in metadata), broker.requests
     assert grown < 20, f"the client held {grown:.0f} MiB of the broker's answer"
+
+
+# --- models-topic messages, /stats and /metrics ---------------------------------------------------
+
+def test_a_model_messages_words_are_bounded_and_a_rejection_quotes_at_most_the_bounds():
+    """One message with a 900 KB description pushed /stats past the 1 MiB the operator reads."""
+    import json
+
+    from scorestream.api import descriptor as d
+
+    base = {"name": "tree", "version": "1", "dataType": "wine", "format": "pmml", "location": "/models/t.pmml"}
+    for field, limit in (("description", d.MAX_DESCRIPTION), ("name", d.MAX_NAME), ("version", d.MAX_VERSION),
+                         ("dataType", d.MAX_DATA_TYPE)):
+        with pytest.raises(d.BadModelMessage, match=f"{field}: String should have at most {limit} characters") as e:
+            d.decode(json.dumps({**base, field: "x" * 900_000}).encode())
+        said = [e.value.name, e.value.version, e.value.data_type]
+        assert all(v is None or len(v) <= d.MAX_NAME for v in said), [len(v or "") for v in said]
+    with pytest.raises(d.BadModelMessage, match="inputs"):
+        d.decode(json.dumps({**base, "format": "tensorflow", "inputs": ["f"] * (d.MAX_INPUTS + 1)}).encode())
+    with pytest.raises(d.BadModelMessage, match="inputs.0"):
+        d.decode(json.dumps({**base, "format": "tensorflow", "inputs": ["f" * (d.MAX_FIELD_NAME + 1)]}).encode())
+    assert d.decode(json.dumps({**base, "description": "x" * d.MAX_DESCRIPTION}).encode()).description
+
+
+def test_stats_and_metrics_stay_bounded_however_many_models_the_topic_swaps_in():
+    """Every model swapped in kept its figures forever (ServingStats.infos): /stats and /metrics grew
+    with the models topic. The oldest swapped-out ones are now forgotten; the serving model and
+    the candidate never. Prints the sizes."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from scorestream.api.descriptor import MAX_DESCRIPTION, MAX_NAME, MAX_VERSION
+    from scorestream.api.job_http import MAX_ANSWER_BYTES, Stats
+    from scorestream.api.scoring import BatchCounts
+    from scorestream.runtime import stats as st
+    from scorestream.runtime.models import LoadedModel, ModelRegistry
+
+    def model(i: int, data_type: str) -> LoadedModel:
+        return LoadedModel("n" * (MAX_NAME - 6) + f"{i:06d}", "v" * (MAX_VERSION - 6) + f"{i:06d}",
+                           "d" * MAX_DESCRIPTION, data_type, "pmml", ("alcohol",), f"m{i}.pmml", "d" * 64)
+
+    registry = ModelRegistry()
+    stats = st.ServingStats(registry)
+    counts = BatchCounts.model_validate({"in": 1, "out": 1, "dead": 0, "nanos": 1000, "le": [0] * 13, "routes": {},
+                                          "shadows": {}, "workers": ["driver"]})
+    for i in range(2_000):
+        registry.install(model(i, f"type-{i % 40}"))
+        stats.add_batch(counts, [registry.snapshot()], 0.1)
+    stats.serving_info()
+    body = Stats(dataTypes=stats.serving_info(), totals=stats.totals(), kafkaErrors=[]).model_dump_json()
+    metrics = CollectorRegistry()
+    metrics.register(st.StatsCollector(stats))
+    exposed = generate_latest(metrics)
+    print(f"\n2,000 models swapped in over 40 dataTypes: {len(stats.infos)} kept, /stats {len(body) / 1024:.0f} KiB,"
+          f" /metrics {len(exposed) / 1024:.0f} KiB")
+    assert len(stats.infos) <= st.MAX_INFOS + 40
+    assert all(sum(1 for d, _ in stats.infos if d == f"type-{t}") <= st.MAX_PREVIOUS_PER_DATA_TYPE + 1 for t in range(40))
+    assert len(body) < MAX_ANSWER_BYTES
+    serving = registry.snapshot().models
+    assert all((dt, m.route) in stats.infos for dt, m in serving.items())

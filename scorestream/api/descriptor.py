@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from typing import Literal
+from typing import Annotated, Literal
 
 from google.protobuf.message import DecodeError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -20,6 +20,16 @@ from scorestream.api.verification import Sample
 
 Format = Literal["pmml", "tensorflow"]
 JSON_CONTENT_TYPE = "application/json"
+
+# A message's words travel on: into /models, /stats (which the operator reads at most 1 MiB of),
+# the status, Events and Prometheus labels. Whoever may write the models topic writes them, so
+# each is bounded as a ModelServing's spec.model bounds it (operator/spec.py).
+MAX_NAME = 253
+MAX_VERSION = 128
+MAX_DESCRIPTION = 1024
+MAX_DATA_TYPE = 128
+MAX_INPUTS = 4096  # a TensorFlow model's input fields
+MAX_FIELD_NAME = 256  # an input field's or a tensor's name
 
 
 class CandidateRole(BaseModel):
@@ -47,8 +57,8 @@ class TensorFlowGraph(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # The one dense (None, n) float input, fed the record's fields in `inputs` order.
-    input: str | None = Field(None, min_length=1)
-    output: str | None = Field(None, min_length=1)
+    input: str | None = Field(None, min_length=1, max_length=MAX_FIELD_NAME)
+    output: str | None = Field(None, min_length=1, max_length=MAX_FIELD_NAME)
 
 
 class BadModelMessage(ValueError):
@@ -58,23 +68,31 @@ class BadModelMessage(ValueError):
     def __init__(self, reason: str, name: str | None = None, version: str | None = None,
                  data_type: str | None = None):
         super().__init__(reason)
-        self.name, self.version, self.data_type = name or None, version or None, data_type or None
+        # What the message says of itself, cut to the bounds a valid one keeps: a rejection shows it.
+        self.name, self.version, self.data_type = (_cut(name, MAX_NAME), _cut(version, MAX_VERSION),
+                                                   _cut(data_type, MAX_DATA_TYPE))
 
     @property
     def label(self) -> str | None:
         return f"{self.name}:{self.version}" if self.name and self.version else self.name
 
 
+def _cut(text: str | None, limit: int) -> str | None:
+    if not text:
+        return None
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 class ModelDescriptor(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    name: str = Field(min_length=1)
-    version: str = Field(min_length=1)
-    description: str = ""
-    data_type: str = Field(alias="dataType", min_length=1)
+    name: str = Field(min_length=1, max_length=MAX_NAME)
+    version: str = Field(min_length=1, max_length=MAX_VERSION)
+    description: str = Field("", max_length=MAX_DESCRIPTION)
+    data_type: str = Field(alias="dataType", min_length=1, max_length=MAX_DATA_TYPE)
     format: Format
     # Ordered input fields for a TensorFlow model with one dense input tensor.
-    inputs: list[str] | None = None
+    inputs: list[Annotated[str, Field(max_length=MAX_FIELD_NAME)]] | None = Field(None, max_length=MAX_INPUTS)
     # Set (format tensorflow): `data`/`location` is a frozen GraphDef, not a SavedModel.
     graph: TensorFlowGraph | None = None
     # Exactly one of: the model itself (a PMML document, a SavedModel as a zip/tar archive, or a
