@@ -298,3 +298,15 @@ def test_the_adr_index_marks_every_superseded_record():
         for old in re.findall(r"supersedes \[(\d+)\]", status):
             line = next(line for line in index.splitlines() if line.startswith(f"- [{int(old)}."))
             assert "superseded" in line.lower(), f"adr/index.md lists ADR {old} as in force; {record.name} supersedes it"
+
+
+def test_every_build_argument_a_page_names_is_the_dockerfiles():
+    args = set(re.findall(r"^ARG (\w+)", (REPO / "Dockerfile").read_text(), re.M))
+    wrong = []
+    for name, text in _texts():
+        named = set(re.findall(r"--build-arg[ =](\w+)", text))
+        for sentence in re.split(r"(?<=[.;:])\s", text):
+            if re.search(r"build\s+arguments?", sentence):
+                named |= set(re.findall(r"`([A-Z][A-Z0-9_]+)`", sentence))
+        wrong += [f"{name}: {a}" for a in sorted(named - args)]
+    assert not wrong, "not an ARG of the Dockerfile:\n" + "\n".join(wrong)
