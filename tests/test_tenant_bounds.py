@@ -388,3 +388,23 @@ def test_stats_and_metrics_stay_bounded_however_many_models_the_topic_swaps_in()
     assert len(body) < MAX_ANSWER_BYTES
     serving = registry.snapshot().models
     assert all((dt, m.route) in stats.infos for dt, m in serving.items())
+
+
+# --- the kubectl plugin ---------------------------------------------------------------------------
+
+def test_a_tenants_newline_cannot_print_a_line_of_its_own_in_the_plugins_human_output():
+    """A condition's message and a model's name are tenants' text: in the human output each stays
+    on its line (JSON and YAML keep it as written)."""
+    from scorestream.tools import kubectl_plugin as plugin
+
+    forged = "fine\nConditions:\n  Ready        True    Serving\tx\r"
+    ms = {"metadata": {"name": "wine", "namespace": "ml", "generation": 1, "uid": "u"}, "spec": {"replicas": 1},
+          "status": {"phase": "Running", "observedGeneration": 1,
+                     "conditions": [{"type": "Ready", "status": "False", "reason": "Degraded", "message": forged}],
+                     "model": {"current": {"name": forged, "version": "1"}}}}
+    view = plugin.status_view(ms, [])
+    shown = plugin.printable(plugin.human_status(plugin.one_line(view)))
+    lines = shown.splitlines()
+    assert lines.count("Conditions:") == 1 and not any(line.startswith("  Ready        True") for line in lines), shown
+    assert "fine\\nConditions:\\n  Ready        True    Serving\\tx\\r" in shown
+    assert view["conditions"][0]["message"] == forged

@@ -141,12 +141,19 @@ class Cluster:
         try:
             raw = self.core.connect_get_namespaced_service_proxy_with_path(
                 service, self.namespace, path, _preload_content=False, _request_timeout=10)
-            body = raw.data
+            try:
+                # As the operator reads it (job_http.MAX_ANSWER_BYTES), not decompressed: the job's
+                # answer is a tenant's, and one byte more than the bound says it is too large.
+                body = raw.read(h.MAX_ANSWER_BYTES + 1, decode_content=False)
+            finally:
+                raw.release_conn()
         except ApiException as e:
             raise JobUnreachable(f"the job did not answer through the service proxy ({where}): "
                                  f"{e.status} {_api_message(e)}") from None
         except Exception as e:  # urllib3 errors: the API server itself is unreachable
             raise JobUnreachable(f"the job did not answer through the service proxy ({where}): {e}") from None
+        if len(body) > h.MAX_ANSWER_BYTES:
+            raise JobUnreachable(f"the job's {path} answer is larger than {h.MAX_ANSWER_BYTES} bytes")
         try:
             return answer.model_validate_json(body)
         except ValidationError as e:
@@ -432,13 +439,13 @@ def run(args: argparse.Namespace) -> tuple[Any, str, int]:
     if args.command == "list":
         items = cluster.list(args.all_namespaces)
         v = [list_row(ms) for ms in items]
-        return v, human_list(v, args.all_namespaces, cluster.namespace), 0
+        return v, human_list(one_line(v), args.all_namespaces, cluster.namespace), 0
     ms = cluster.get(args.name)
     name = args.name
     if args.command == "status":
         v = status_view(ms, cluster.events(name, ms["metadata"]["uid"]))
         ready = next((c["status"] for c in v["conditions"] if c["type"] == "Ready"), "Unknown")
-        return v, human_status(v), NOT_READY if args.check and ready != "True" else 0
+        return v, human_status(one_line(v)), NOT_READY if args.check and ready != "True" else 0
     if args.command in ("suspend", "resume"):
         want = args.command == "suspend"
         if bool((ms.get("spec") or {}).get("suspend")) == want:
@@ -456,7 +463,7 @@ def run(args: argparse.Namespace) -> tuple[Any, str, int]:
         except JobUnreachable as e:
             got, error = None, str(e)
         v = view(ms, got, error)
-        return v, human(v), 0 if got is not None else UNREACHABLE
+        return v, human(one_line(v)), 0 if got is not None else UNREACHABLE
     if args.command in ("promote", "abort"):
         trial = _trial(ms)
         if trial.get("phase") != "Analyzing":
@@ -543,6 +550,19 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a duration: e.g. 30s, 2m, 1h")
     return float(m.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
 
+
+
+def one_line(view: Any) -> Any:
+    """The view with every string on one line (newlines, carriage returns and tabs escaped): the
+    human output lays values out in lines and columns, and a tenant's newline in a reason or a
+    model name would print a line of its own choosing. JSON and YAML output keep the text as is."""
+    if isinstance(view, str):
+        return view.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    if isinstance(view, dict):
+        return {k: one_line(v) for k, v in view.items()}
+    if isinstance(view, list):
+        return [one_line(v) for v in view]
+    return view
 
 
 def printable(text: str) -> str:
