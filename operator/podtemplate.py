@@ -41,8 +41,13 @@ SA_TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # class path), Spark, Python, the dynamic loader, the Kubernetes client (which API server) and the
 # job itself. `envFrom` could carry any of them, so the main container takes none from a template.
 STEERING_ENV_PREFIXES = ("JAVA_", "_JAVA_", "JDK_", "JVM_", "SPARK_", "PYSPARK_", "PYTHON", "LD_", "HADOOP_",
-                         "KUBERNETES_", "SCORESTREAM_", "MALLOC_", "GLIBC_")
-STEERING_ENV = ("CLASSPATH", "HOME", "PATH", "POD_NAME", "POD_IP")
+                         "KUBERNETES_", "SCORESTREAM_", "MALLOC_", "GLIBC_",
+                         # OpenSSL's configuration and providers (code it loads), the TLS trust and
+                         # key log; the cloud SDKs' credential and metadata endpoints.
+                         "OPENSSL_", "SSL", "AWS_CONTAINER_", "AWS_EC2_METADATA_", "GCE_METADATA_")
+STEERING_ENV = ("CLASSPATH", "HOME", "PATH", "POD_NAME", "POD_IP",
+                # glibc loads charset converters (shared objects) and locale data from these.
+                "GCONV_PATH", "LOCPATH", "NLSPATH", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 # Paths a template may not mount into the main container, nor above nor under: the job's own files
 # (configuration, checkpoint, Secrets, token), the code it runs (the image's system and /opt) and
 # the files that steer the loader (/etc/ld.so.preload).
@@ -51,7 +56,9 @@ PROTECTED_PATHS = ("/etc", "/opt", "/usr", "/lib", "/lib64", "/bin", "/sbin", "/
 
 
 def _steering(name: str) -> bool:
-    return name in STEERING_ENV or name.startswith(STEERING_ENV_PREFIXES)
+    # Proxies are read in either case (https_proxy, HTTPS_PROXY, all_proxy, no_proxy...): every
+    # fetch of the job would go through, or around, a host of the template's choosing.
+    return name in STEERING_ENV or name.startswith(STEERING_ENV_PREFIXES) or name.upper().endswith("_PROXY")
 
 
 def _protected(path: str) -> bool:
@@ -166,7 +173,9 @@ def executor_pod(template: s.PodTemplate | None, name: str, main: str, pod_secur
 def executor_pod_yaml(template: s.PodTemplate | None, name: str, main: str, pod_security: dict[str, Any],
                       container_security: dict[str, Any],
                       kafka: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])) -> str:
-    return yaml.safe_dump(executor_pod(template, name, main, pod_security, container_security, kafka), sort_keys=True)
+    # libyaml's emitter where PyYAML has it: the same text, a tenth of the time (every reconcile renders it).
+    return yaml.dump(executor_pod(template, name, main, pod_security, container_security, kafka),
+                     Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper), sort_keys=True)
 
 
 def template_images(spec: s.ModelServingSpec) -> list[str]:

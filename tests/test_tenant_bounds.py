@@ -408,3 +408,20 @@ def test_a_tenants_newline_cannot_print_a_line_of_its_own_in_the_plugins_human_o
     assert lines.count("Conditions:") == 1 and not any(line.startswith("  Ready        True") for line in lines), shown
     assert "fine\\nConditions:\\n  Ready        True    Serving\\tx\\r" in shown
     assert view["conditions"][0]["message"] == forged
+
+
+# --- pod templates: environment that steers the main container ------------------------------------
+
+def test_the_main_container_takes_no_env_that_steers_openssl_glibc_proxies_or_cloud_credentials():
+    from scorestream.operator import podtemplate
+
+    steering = ["OPENSSL_CONF", "OPENSSL_MODULES", "GCONV_PATH", "https_proxy", "HTTPS_PROXY", "http_proxy",
+                "all_proxy", "NO_PROXY", "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+                "AWS_EC2_METADATA_SERVICE_ENDPOINT", "GCE_METADATA_HOST", "SSLKEYLOGFILE", "SSL_CERT_FILE",
+                "LOCPATH", "REQUESTS_CA_BUNDLE"]
+    kept = ["AWS_REGION", "TZ", "MY_SETTING", "PROXYSQL_HOST"]
+    template = {"spec": {"containers": [{"name": "executor", "env": [{"name": n, "value": "/x"} for n in steering + kept]}]}}
+    spec = s.ModelServingSpec.model_validate({**SPEC, "executor": {"podTemplate": template}})
+    pod = podtemplate.executor_pod(spec.executor.pod_template, "wine", "executor", {}, {})
+    (main,) = [c for c in pod["spec"]["containers"] if c["name"] == "executor"]
+    assert [e["name"] for e in main.get("env", [])] == kept
