@@ -30,7 +30,6 @@ import hashlib
 import io
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -88,6 +87,18 @@ def _pip(*args: str) -> None:
         raise SystemExit(f"pip install {' '.join(args)} failed:\n{res.stderr[-3000:]}")
 
 
+def _locked(requirements: Path) -> list[str]:
+    """The lock's lines, hashes included, of everything `requirements` resolves to under the lock's
+    pins (runtime/docker/requirements.py, which the images' builds use): an error when the
+    lock does not pin one of them, or pins it without a hash."""
+    sys.path.insert(0, str(REPO / "runtime" / "docker"))
+    try:
+        import requirements as lock_tool
+    finally:
+        sys.path.pop(0)
+    return lock_tool.hashed(str(REPO / "requirements.lock"), str(requirements))
+
+
 def _tar_filter(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
     if "__pycache__" in info.name or info.name.endswith(".pyc"):
         return None  # compiled where it runs, by the Python that runs it
@@ -106,11 +117,16 @@ def build(out: Path, base_url: str = DEFAULT_BASE_URL) -> tuple[Path, Path]:
         root = Path(tmp) / "root"
         lib = root / "lib"
         lib.mkdir(parents=True)
-        # The lock's pins, without its hashes: pip takes a hash in a constraints file as a demand to
-        # hash-check everything, the project's own source among it.
-        constraints = Path(tmp) / "constraints.txt"
-        constraints.write_text(re.sub(r"\s+--hash=\S+", "", (REPO / "requirements.lock").read_text()))
-        _pip("--target", str(lib), "--no-compile", "--only-binary=:all:", "-c", str(constraints), *REQUIREMENTS)
+        # The dependencies as the images install theirs: every package the resolution needs, at the
+        # lock's pin, each file checked against the lock's hashes (--require-hashes). The archive
+        # ships what it installs, so a file swapped on the index would reach every user's machine.
+        wanted = Path(tmp) / "requirements.txt"
+        wanted.write_text("\n".join(REQUIREMENTS) + "\n")
+        hashed = Path(tmp) / "hashed.txt"
+        hashed.write_text("\n".join(_locked(wanted)) + "\n")
+        _pip("--target", str(lib), "--no-compile", "--only-binary=:all:", "--require-hashes", "--no-deps",
+             "-r", str(hashed))
+        # The project's own source, from this checkout (pip cannot hash a directory).
         _pip("--target", str(lib), "--no-compile", "--no-deps", str(REPO))
         shutil.rmtree(lib / "bin", ignore_errors=True)  # console scripts pointing at this build's Python
         (root / "kubectl-scorestream").write_text(LAUNCHER.format(python=python))
