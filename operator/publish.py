@@ -8,6 +8,7 @@ because the job ignores a model identical to the one it serves.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
@@ -17,7 +18,7 @@ from collections import OrderedDict
 
 from scorestream import naming
 from scorestream.api.descriptor import JSON_CONTENT_TYPE, ModelDescriptor
-from scorestream.api.verification import Sample, read_records
+from scorestream.api.verification import BadSample, Sample, read_records
 from scorestream.operator.models_route import Route
 from scorestream.operator.spec import URI_CREDENTIALS_MESSAGE, ModelServingSpec, uri_credentials
 
@@ -56,31 +57,46 @@ def descriptor(spec: ModelServingSpec) -> ModelDescriptor:
         what = uri and uri_credentials(uri)
         if what:
             raise ValueError(f"{where} {URI_CREDENTIALS_MESSAGE.format(what=what)}")
-    if m.verification is not None:
-        v = m.verification
-        common["verification"] = _sample(v.uri, "spec.model.verification", minShare=v.min_share,
-                                         expectedField=v.expected_field, tolerance=v.tolerance)
-    if m.baseline is not None:
-        common["baseline"] = _sample(m.baseline.uri, "spec.model.baseline")
+    for name, (uri, field, rules) in _samples_of(m).items():
+        common[name] = _sample(uri, field, **rules)
     if m.uri.startswith("data:"):
         return ModelDescriptor(data=decode_data_uri(m.uri), **common)
     return ModelDescriptor(location=m.uri, **common)
 
 
 # Parsed data: samples by digest. Every reconcile rebuilds the descriptor (rollout.plan, and
-# again for a candidate): a sample is parsed once per content, not once per turn. The bound keeps
-# the cache at most this many parsed samples of at most 256 KiB of text each (the CRD's bound on
-# a uri); a resource beyond it is parsed again, which is bounded work too.
+# again for a candidate): a sample is parsed once per content, not once per turn, and a sample that
+# does not parse is remembered as such. The cache holds at most SAMPLE_CACHE_SIZE samples and
+# SAMPLE_CACHE_CELLS fields of records in all (a parsed field costs about 40 bytes: 40 MB), the
+# least recently used going first.
 SAMPLE_CACHE_SIZE = 64
-_samples: OrderedDict[str, Sample] = OrderedDict()
+SAMPLE_CACHE_CELLS = 1_000_000
+_samples: OrderedDict[str, tuple[Sample | None, str | None, int]] = OrderedDict()  # (sample, error, cells)
 _samples_lock = threading.Lock()  # descriptor() runs on the event loop and in executor threads
 # A cached Sample is shared by the descriptors built from it: descriptors are values, never edited.
+
+
+class BadSampleURI(ValueError):
+    """spec.model's verification or baseline data: URI does not hold readable records."""
+
+
+def _samples_of(m) -> dict[str, tuple[str, str, dict]]:
+    """The descriptor's samples of spec.model: its field, and (uri, the spec's field, the rules)."""
+    out = {}
+    if m.verification is not None:
+        v = m.verification
+        out["verification"] = (v.uri, "spec.model.verification",
+                               dict(minShare=v.min_share, expectedField=v.expected_field, tolerance=v.tolerance))
+    if m.baseline is not None:
+        out["baseline"] = (m.baseline.uri, "spec.model.baseline", {})
+    return out
 
 
 def _sample(uri: str, field: str, **rules) -> Sample:
     """spec.model's verification or baseline as the descriptor carries it: data: records inline,
     else where they are. Parsing is linear in the uri, which the CRD bounds (262,144 characters),
-    with bounded columns and records (scorestream.api.verification), and done once per content."""
+    with bounded columns and records (scorestream.api.verification), and done once per content:
+    `prepare` does it in a thread, so that the reconcile's own call finds it parsed."""
     if not uri.startswith("data:"):
         return Sample(location=uri, **rules)
     key = hashlib.sha256("\0".join([uri, field, repr(sorted(rules.items()))]).encode()).hexdigest()
@@ -88,17 +104,46 @@ def _sample(uri: str, field: str, **rules) -> Sample:
         hit = _samples.get(key)
         if hit is not None:
             _samples.move_to_end(key)
-            return hit
+    if hit is None:
+        hit = _parse(uri, field, rules)
+        with _samples_lock:
+            _samples[key] = hit
+            while len(_samples) > SAMPLE_CACHE_SIZE or (
+                    len(_samples) > 1 and sum(c for _, _, c in _samples.values()) > SAMPLE_CACHE_CELLS):
+                _samples.popitem(last=False)
+    sample, error, _ = hit
+    if error is not None:
+        raise BadSampleURI(error)
+    return sample
+
+
+def _parse(uri: str, field: str, rules: dict) -> tuple[Sample | None, str | None, int]:
     try:
         text = decode_data_uri(uri).decode()
     except UnicodeDecodeError:
-        raise ValueError(f"{field}: the data: URI is not UTF-8 text") from None
-    sample = Sample(records=read_records(text, field, uri), **rules)
-    with _samples_lock:
-        _samples[key] = sample
-        while len(_samples) > SAMPLE_CACHE_SIZE:
-            _samples.popitem(last=False)
-    return sample
+        return None, f"{field}: the data: URI is not UTF-8 text", 0
+    except ValueError as e:
+        return None, f"{field}: {e}", 0
+    try:
+        records = read_records(text, field, uri)
+    except BadSample as e:
+        return None, str(e), 0
+    return Sample(records=records, **rules), None, sum(len(r) for r in records)
+
+
+async def prepare(spec: ModelServingSpec) -> None:
+    """Parses spec.model's data: samples in a thread (into the cache `descriptor` reads): a
+    reconcile awaits it before it plans, and its event loop then does no tenant-sized parsing.
+    A sample that does not parse is remembered, and `descriptor` raises for it as before."""
+    if spec.model is None:
+        return
+    for uri, field, rules in _samples_of(spec.model).values():
+        if not uri.startswith("data:"):
+            continue
+        try:
+            await asyncio.to_thread(_sample, uri, field, **rules)
+        except BadSampleURI:
+            continue  # remembered: descriptor() raises it where the plan is made
 
 
 def rollout_id(d: ModelDescriptor) -> str:

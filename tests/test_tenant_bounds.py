@@ -72,7 +72,7 @@ def test_a_sample_of_newlines_is_refused_without_a_list_of_its_lines(name):
 def test_a_deeply_nested_json_sample_line_is_a_bad_sample_not_a_recursion_error():
     uri = "data:application/json;base64," + base64.b64encode(b"[" * 190_000).decode()
     spec = s.ModelServingSpec.model_validate({**SPEC, "model": {**SPEC["model"], "verification": {"uri": uri}}})
-    with pytest.raises(BadSample, match="line 1 is nested too deeply"):
+    with pytest.raises(ValueError, match="line 1 is nested too deeply"):
         publish.descriptor(spec)
 
 
@@ -81,15 +81,37 @@ def test_a_sample_is_parsed_once_per_content_and_the_cache_is_bounded():
         text = "a,b\n" + "".join(f"{i},{i}.5\n" for i in range(rows))
         return s.ModelServingSpec.model_validate({**SPEC, "model": {**SPEC["model"], "verification": {"uri": _csv_uri(text)}}})
 
+    import asyncio
+
     publish._samples.clear()
+    asyncio.run(publish.prepare(spec(3)))  # the reconcile's parse, in a thread
+    assert len(publish._samples) == 1
     first = publish.descriptor(spec(3))
     again = publish.descriptor(spec(3))
     assert len(publish._samples) == 1 and first == again and len(first.verification.records) == 3
     assert again.verification is first.verification  # parsed once
+    # A sample that does not parse is remembered, and raised where the descriptor is made.
+    bad = s.ModelServingSpec.model_validate({**SPEC, "model": {**SPEC["model"], "verification": {
+        "uri": _csv_uri("a,a\n1,2\n")}}})
+    asyncio.run(publish.prepare(bad))
+    for _ in range(2):
+        with pytest.raises(ValueError, match="header column 2 repeats"):
+            publish.descriptor(bad)
+    assert len(publish._samples) == 2
     for rows in range(publish.SAMPLE_CACHE_SIZE + 10):
         publish.descriptor(spec(rows))
     print(f"\nsample cache: {len(publish._samples)} entries after {publish.SAMPLE_CACHE_SIZE + 11} distinct samples")
     assert len(publish._samples) == publish.SAMPLE_CACHE_SIZE
+    # Wide samples: the cache keeps at most SAMPLE_CACHE_CELLS parsed fields.
+    row = ",".join("1" * v.MAX_SAMPLE_COLUMNS)
+    header = ",".join(f"c{i}" for i in range(v.MAX_SAMPLE_COLUMNS))
+    for n in range(30):
+        text = header + "\n" + "\n".join([row] * (60 + n)) + "\n"
+        publish.descriptor(s.ModelServingSpec.model_validate(
+            {**SPEC, "model": {**SPEC["model"], "verification": {"uri": _csv_uri(text)}}}))
+    cells = sum(c for _, _, c in publish._samples.values())
+    print(f"after 30 samples of 60-89 x {v.MAX_SAMPLE_COLUMNS} fields: {len(publish._samples)} kept, {cells} fields")
+    assert cells <= publish.SAMPLE_CACHE_CELLS
 
 
 # --- PKCS#12 keystores ----------------------------------------------------------------------------
