@@ -57,19 +57,18 @@ def client_timeouts(seconds: float) -> dict[str, int]:
 
 # What one answer of a broker may make an operator's client hold: a tenant names the brokers, and a
 # broker's frame is buffered whole before it is parsed (librdkafka's default allows 100 MB, each
-# client and connection). The operator's requests are a topic's metadata, topic creation and config,
-# and one produced model message: their answers are small.
+# client and connection). The operator's clients are producers and admin clients (no consumer, so
+# no fetch sizes): their answers are a few topics' metadata, topic creation and config, and the
+# acknowledgement of one model message, all small.
 MAX_ANSWER_BYTES = 1024 * 1024
-# librdkafka wants room for a fetch response's framing above fetch.max.bytes.
-_FRAMING = 512
 
 
 def client_caps() -> dict[str, str | int | bool]:
     """Settings every Kafka client the operator builds for a tenant takes last, over the tenant's
     own: answers of at most MAX_ANSWER_BYTES, and metadata of the topics asked for only (no broker
     creating a topic the operator only asked about)."""
-    return {"receive.message.max.bytes": MAX_ANSWER_BYTES + _FRAMING, "fetch.max.bytes": MAX_ANSWER_BYTES,
-            "topic.metadata.refresh.sparse": True, "allow.auto.create.topics": False}
+    return {"receive.message.max.bytes": MAX_ANSWER_BYTES, "topic.metadata.refresh.sparse": True,
+            "allow.auto.create.topics": False}
 
 
 async def call(deadline: Deadline, what: str, fn: Callable[..., T], *args, **kwargs) -> T:
