@@ -286,8 +286,8 @@ def _admits(selector: dict, labels: dict) -> bool:
     return ok
 
 
-@pytest.mark.parametrize("flags", [[], ["--set", "nameOverride=scoring"], ["--set", "fullnameOverride=ops"],
-                                   ["--set", "nameOverride=scoring", "--set", "podLabels.team=ml"]])
+@pytest.mark.parametrize("flags", [["--set", "nameOverride=scoring", "--set", "podLabels.team=ml"],
+                                   ["--set", "fullnameOverride=ops"]])
 def test_every_jobs_network_policy_admits_the_operator_whatever_the_names(helm, flags):
     """nameOverride changes the operator pod's app.kubernetes.io/name; the policy each job gets
     (rendered by the operator's own desired state, with the chart's configuration) must still let
