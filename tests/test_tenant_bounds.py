@@ -204,10 +204,11 @@ def test_a_pod_template_nested_past_the_bound_is_an_invalid_spec_found_without_r
 
 @pytest.mark.timeout(300)
 async def test_the_operator_survives_an_object_nested_as_deep_as_the_api_server_takes(api):
-    """A ModelServing whose pod template nests 9,990 levels (the API server's JSON decoder takes
-    10,000): kopf's watch decodes it with json.loads, whose RecursionError past Python's default
-    limit stopped the watcher and the operator. The real operator process now reads it, refuses it
-    as an invalid spec, and goes on serving the namespace's other resource."""
+    """A ModelServing whose pod template nests 9,000 levels (the API server's JSON decoder takes
+    10,000, and its managedFields mirror the nesting): kopf's watch decodes it with json.loads and
+    copies it for its diff base, each past Python's default recursion limit, which stopped the
+    watcher and the operator. The real operator process now reads it, refuses it as an invalid
+    spec, and goes on serving the namespace's other resource."""
     from harness.operator import MS, Operator, apply, condition, obj, operator_config, resource, until
     from scorestream.tools.local.broker import free_port
     from types import SimpleNamespace
@@ -231,9 +232,13 @@ async def test_the_operator_survives_an_object_nested_as_deep_as_the_api_server_
         await until(lambda: condition(api, "wine", "Degraded").get("reason") == "KafkaUnreachable", timeout=60,
                     what="the other resource reconciled after it")
         assert op.running and "RecursionError" not in op.log, op.log[-4000:]
+    except AssertionError:
+        print(op.log[-6000:])
+        raise
     finally:
-        sys.setrecursionlimit(limit)
         await op.stop()
+        api.delete(MS, "deep")  # while this process can still read it back
+        sys.setrecursionlimit(limit)
 
 
 # --- the operator's Kafka clients against a broker that answers with huge frames ------------------

@@ -11,8 +11,24 @@ from typing import Any
 
 from scorestream import naming
 
-# Above the API server's JSON nesting limit (10,000) with room for the frames under the decoder.
-OPERATOR_RECURSION_LIMIT = 12_000
+# The API server stores objects nested up to 10,000 levels (sigs.k8s.io/json's maxNestingDepth), and
+# kopf walks each event's object: json.loads (one C level per level) and copy.deepcopy of it for
+# its diff base (two Python frames per level). Room for both, and for the frames under them.
+OPERATOR_RECURSION_LIMIT = 25_000
+# The main thread's stack may grow to this (the kernel checks the limit as it grows): C code that
+# recurses once per level of an object 10,000 levels deep needs more than the usual 8 MiB.
+OPERATOR_STACK_BYTES = 64 * 1024 * 1024
+
+
+def _deep_enough() -> None:
+    """The operator's process: recursion and main-thread stack for any object the API server stores."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    want = OPERATOR_STACK_BYTES if hard == resource.RLIM_INFINITY else min(OPERATOR_STACK_BYTES, hard)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_STACK, (want, hard))
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), OPERATOR_RECURSION_LIMIT))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,11 +144,10 @@ def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.command == "operator":
         from pydantic import ValidationError
 
-        # kopf decodes each watch event with json.loads, which recurses once per level; the API
-        # server stores objects nested up to 10,000 levels (sigs.k8s.io/json's maxNestingDepth),
-        # and a RecursionError in a watcher stops the operator. Python's default of 1,000 is below
-        # what a spec author may write; json's C recursion at this limit fits the main thread's stack.
-        sys.setrecursionlimit(max(sys.getrecursionlimit(), OPERATOR_RECURSION_LIMIT))
+        # A RecursionError in kopf's watcher stopped the operator, and one in its processing of an
+        # event leaves the resource unserved: Python's default limit of 1,000 is below what a spec
+        # author may write (issue 48).
+        _deep_enough()
 
         from scorestream.operator.handlers import run as run_operator
         from scorestream.operator.settings import OperatorConfig
