@@ -54,6 +54,11 @@ CLUSTER_SETTINGS = {
 }
 
 
+# C1 only: three brokers (re)starting on two shared cores start in a fraction of the time without
+# C2's compilations, and the few thousand records a second of a test never need C2's code.
+FAST_START = ("-XX:TieredStopAtLevel=1",)
+
+
 def java_string_hash(s: str) -> int:
     """Java's String.hashCode (UTF-16 code units, 32-bit overflow)."""
     h = 0
@@ -94,14 +99,22 @@ class KraftCluster:
         self.logdir.mkdir(parents=True, exist_ok=True)
         try:
             cid = cluster_id()
-            for i in range(BROKERS):
+            formats = []
+            for i in range(BROKERS):  # the three at once: a JVM start each, seconds on a loaded machine
                 props = self._write_config(i)
                 with open(self.log(i), "ab") as out:
                     # Static voters (controller.quorum.voters): each node formatted alike, no --standalone.
-                    fmt = subprocess.run(kafka_tool("kafka.tools.StorageTool", "format", "-t", cid, "-c", str(props),
-                                                    jvm_opts=(self._log4j(i),), classpath=self._classpath),
-                                         stdout=out, stderr=subprocess.STDOUT, timeout=timeout)
-                if fmt.returncode != 0:
+                    formats.append(subprocess.Popen(
+                        kafka_tool("kafka.tools.StorageTool", "format", "-t", cid, "-c", str(props),
+                                   jvm_opts=(self._log4j(i),), classpath=self._classpath),
+                        stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+            for i, fmt in enumerate(formats):
+                try:
+                    code = fmt.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    fmt.kill()
+                    code = fmt.wait()
+                if code != 0:
                     raise RuntimeError(f"formatting node {i + 1} failed{_tail(self.log(i))}")
             # All three at once: none answers before a majority of voters has elected a leader.
             for i in range(BROKERS):
@@ -159,7 +172,7 @@ class KraftCluster:
         with open(self.log(i), "ab") as out:
             # Its own session (process group): kill(i) reaches the JVM and anything it forks.
             self.procs[i] = subprocess.Popen(
-                [java(), *JVM_OPTS, self._log4j(i), "-cp", self._classpath, "kafka.Kafka",
+                [java(), *JVM_OPTS, *FAST_START, self._log4j(i), "-cp", self._classpath, "kafka.Kafka",
                  str(self._node_dir(i) / "server.properties")],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
@@ -286,7 +299,8 @@ class KraftCluster:
     def roll_order(self) -> list[int]:
         """Brokers in restart order: the active controller last (one election, not several)."""
         try:
-            active = self._admin().describe_cluster(request_timeout=10).result(15).controller
+            admin = self._admin()  # held until the answer: a client collected meanwhile fails its futures
+            active = admin.describe_cluster(request_timeout=10).result(15).controller
             last = active.id - 1 if active is not None else None
         except Exception:
             last = None
@@ -320,7 +334,8 @@ class KraftCluster:
         entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
                    for k, v in settings.items()]
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)
-        for fut in self._admin().incremental_alter_configs([resource]).values():
+        admin = self._admin()  # held until the answer: a client collected meanwhile fails its futures
+        for fut in admin.incremental_alter_configs([resource]).values():
             fut.result(30)
 
 
