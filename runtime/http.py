@@ -48,8 +48,10 @@ class StatusServer:
 
     def __init__(self, host: str, port: int, stats: ServingStats, ready: Callable[[], Readiness],
                  executors: Callable[[], Any] | None = None, namespace: str = "", name: str = "",
-                 token: str | None = None, metrics_port: int | None = None):
+                 token: str | None = None, metrics_port: int | None = None,
+                 kafka_errors: Callable[[], list] | None = None):
         self.stats = stats
+        self.kafka_errors = kafka_errors or list  # the job's ReplicaWatch.errors (runtime.kafka_health)
         self.ready = ready
         self.executors = executors or (lambda: None)
         self.token = token
@@ -167,7 +169,8 @@ class StatusServer:
         return 200, generate_latest(self.metrics), CONTENT_TYPE_LATEST
 
     def _stats(self):
-        return 200, Stats(dataTypes=self.stats.serving_info(), totals=self.stats.totals())
+        return 200, Stats(dataTypes=self.stats.serving_info(), totals=self.stats.totals(),
+                          kafkaErrors=self.kafka_errors())
 
     def _get_executors(self):
         control = self.executors()

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from scorestream.config import JobConfig
 from scorestream import naming
-from scorestream.runtime import exactly_once, jvm, jvm_metrics, kafka_options, pipeline, verification
+from scorestream.runtime import exactly_once, jvm, jvm_metrics, kafka_health, kafka_options, pipeline, verification
 from scorestream.runtime.executors import ExecutorControl
 from scorestream.runtime.http import StatusServer, read_token
 from scorestream.api.job_http import Readiness
@@ -117,10 +117,13 @@ class ServingJob:
         self._last_batch = -1  # the last micro-batch this job wrote
         self._failure: str | None = None
         self.executors: ExecutorControl | None = None
+        # Writes refused for want of in-sync replicas stall a job silently (its producers retry for
+        # minutes): the driver watches the topics' replicas and reports it (GET /stats, kafkaErrors).
+        self.replicas = kafka_health.ReplicaWatch(config.kafka, config.exactly_once)
         self.http = StatusServer(config.http.host, config.http.port, self.stats, self._ready, lambda: self.executors,
                                  namespace=config.namespace, name=config.name,
                                  token=read_token(config.http.control_token_file),
-                                 metrics_port=config.http.metrics_port)
+                                 metrics_port=config.http.metrics_port, kafka_errors=self.replicas.errors)
 
     # -- readiness -----------------------------------------------------------------------------
 
@@ -152,6 +155,7 @@ class ServingJob:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         self.http.start()
+        self.replicas.start()
         log.info("status endpoint on port %d (control), %s (read-only)", self.http.port, self.http.metrics_port)
         try:
             self._protobuf = self._protobuf_fields()  # a bad message type fails here, not mid-stream
@@ -380,6 +384,7 @@ class ServingJob:
 
     def _shutdown(self) -> None:
         self._stopping.set()
+        self.replicas.stop()
         if self.follower is not None:
             self.follower.stop()
         if hasattr(self, "_committer"):

@@ -130,11 +130,32 @@ class Totals(_Answer):
     lastBatchAt: float | None
 
 
+class KafkaError(_Answer):
+    """A condition of the Kafka cluster that fails or stalls the job's reads or writes now, as the
+    job finds it (``scorestream.runtime.kafka_health``); gone from the list once it has cleared.
+
+    ``NOT_ENOUGH_REPLICAS``: partitions of `topic` have fewer in-sync replicas than the topic's
+    ``min.insync.replicas``. Every ``acks=all`` write to them is refused by the leader (the job's
+    output, dead letters and transactions; for the data topic, its producers'); the producers
+    retry until their delivery timeout, then the batch's tasks fail and are retried. Nothing is
+    lost: what is not written is not committed, and is written once the replicas are back."""
+
+    code: str  # Kafka's error name, e.g. NOT_ENOUGH_REPLICAS
+    topic: str
+    role: Literal["data", "output", "deadLetter", "models", "internal"]
+    partitions: list[int]  # those affected
+    inSyncReplicas: int  # the fewest in sync among them
+    minInSyncReplicas: int
+    since: float  # seconds since the epoch: when the job first saw it
+    message: str
+
+
 class Stats(_Answer):
     """GET /stats."""
 
     dataTypes: dict[str, ServingFigures]
     totals: Totals
+    kafkaErrors: list[KafkaError] = Field(default_factory=list)  # empty: none seen now
 
 
 class ModelInfo(_Answer):
