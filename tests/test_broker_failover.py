@@ -37,7 +37,7 @@ RECORDS = max(100_000, int(os.environ.get("SCORESTREAM_FAILOVER_RECORDS", "10000
 BROKEN_EVERY = 997  # every 997th record is not JSON: dead letters count too
 # Records per micro-batch: the stream lasts through the faults (a batch every half second), and
 # goes on where the faults took longer (``top_up``).
-PER_BATCH = 1500
+PER_BATCH = 3000
 
 
 @pytest.fixture(scope="module")
