@@ -1,5 +1,5 @@
 """The operator at scale, on the tests' real API server (tests/harness/cluster.py): 100 ModelServings
-across 10 namespaces created at once, then a spec change to all of them. Printed: the time until
+across 10 namespaces, then 1,000 across 20, created at once, then a spec change to all of them. Printed: the time until
 all are Ready, reconcile p50/p99, the operator's RSS and CPU, and its API calls per minute at rest
 and during the change; for the operator of each source tree given, side by side, with ratios.
 
@@ -17,7 +17,9 @@ driver is rolled (the StatefulSet controller replaces the pod, kwok runs it) and
 follows the upgrade until the driver of the new configuration is ready. "Ready" after it:
 observedGeneration is the new generation, Ready is True and Progressing False.
 
-    python benchmarks/operator_scale.py [--before 7bd63cf] [--after COMMIT] [--namespaces 10] [--per-namespace 10]
+kwok's nodes take 110 pods each: one more node is made per 100 resources.
+
+    python benchmarks/operator_scale.py [--before COMMIT] [--after COMMIT] [--sizes 100:10,1000:20]
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from scorestream.tools.local.broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
 
-from harness.cluster import ControlPlane  # noqa: E402
+from harness.cluster import ControlPlane, kwok_node, node_ready  # noqa: E402
 from harness.operator import EXAMPLE, MS, Api, Installation, tool  # noqa: E402
 
 DATA, OUTPUT, DLQ = "records", "predictions", "dlq"
@@ -208,6 +210,7 @@ def quantile(q: float, before: dict[float, float], after: dict[float, float]) ->
 @dataclass
 class Phase:
     started: float  # wall clock
+    accepted: float = 0.0  # seconds the API server took to accept the phase's requests (creates, edits)
     ended: float = 0.0  # when a listing saw the last resource settle
     settled: float = 0.0  # when the last resource settled, by its conditions (settled_at)
     cpu: float = 0.0  # the operator's CPU seconds
@@ -216,6 +219,7 @@ class Phase:
     p99: float | None = None
     calls: int = 0
     verbs: dict[str, int] = field(default_factory=dict)
+    applies: dict[str, int] = field(default_factory=dict)  # child "kind/namespace/name" -> patches of it
     hist: dict[float, float] = field(default_factory=dict)  # the reconcile histogram at its start
 
     @property
@@ -227,11 +231,18 @@ class Phase:
 
 
 @dataclass
+class Failover:
+    takeover: float  # seconds from the leader's kill to the changed resource's status of its new generation
+    writes: dict[str, int]  # "verb resource" -> count: the new leader's writes in its first minute, but the change's
+
+
+@dataclass
 class Result:
     label: str
     phases: dict[str, Phase] = field(default_factory=dict)
     peak_rss: dict[str, float] = field(default_factory=dict)
     refused_scales: int = 0
+    failover: Failover | None = None
 
 
 def spec_for(ns: str, name: str, broker: str) -> dict:
@@ -292,33 +303,43 @@ async def wait_settled(api: Api, want: int, changed: bool, timeout: float, what:
         await asyncio.sleep(1.0)
 
 
-def audit_calls(kube: ControlPlane, subject: str) -> list[tuple[float, str]]:
-    """(time received, verb resource) of each request the operator made."""
+def audit_calls(kube: ControlPlane, subject: str) -> list[tuple[float, str, str]]:
+    """(time received, "verb resource", "resource/namespace/name") of each request the operator made
+    (its watches aside: they are its event source, one per kind, not requests per resource)."""
     out = []
     for e in kube.audit(subject):
+        if e.get("stage") not in (None, "ResponseComplete") or e.get("verb") == "watch":
+            continue
         ref = e.get("objectRef") or {}
         at = datetime.fromisoformat(e["requestReceivedTimestamp"].replace("Z", "+00:00")).timestamp()
         res = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
-        out.append((at, f"{e['verb']} {res}"))
+        out.append((at, f"{e['verb']} {res}", f"{res}/{ref.get('namespace')}/{ref.get('name')}"))
     return out
 
 
-def start_operator(tree: Path, work: Path, installed: Installation, job_url: str,
-                   metrics_port: int) -> tuple[subprocess.Popen, Path]:
+# The chart's election with shorter times than client-go's 15/10/2 s: a follower takes over once the
+# dead leader's Lease is this many seconds old.
+ELECTION = {"namespace": "scorestream-system", "leaseDuration": 8, "renewDeadline": 6, "retryPeriod": 1}
+
+
+def start_operator(tree: Path, work: Path, installed: Installation, job_url: str, metrics_port: int,
+                   election: bool = False, name: str = "operator", wait: bool = True) -> tuple[subprocess.Popen, Path]:
     health = free_port()
     config = {"allNamespaces": True, "endpointTemplate": job_url + "/{namespace}/{name}",
               "metricsPort": metrics_port, "healthPort": health}
-    (work / "operator.yaml").write_text(yaml.safe_dump(config))
-    log = work / "operator.log"
+    if election:
+        config["leaderElection"] = ELECTION
+    (work / f"{name}.yaml").write_text(yaml.safe_dump(config))
+    log = work / f"{name}.log"
     launch = ("import sys, yaml; from scorestream.operator import handlers; "
               "from scorestream.operator.settings import OperatorConfig; "
               "handlers.run(OperatorConfig.model_validate(yaml.safe_load(open(sys.argv[1]))))")
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-c", launch, str(work / "operator.yaml")], stdout=out,
+        proc = subprocess.Popen([sys.executable, "-c", launch, str(work / f"{name}.yaml")], stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                                 env=tree_env(tree, work, KUBECONFIG=str(installed.kubeconfig)))
     deadline = time.monotonic() + 90
-    while True:
+    while wait:
         if proc.poll() is not None:
             raise RuntimeError(f"the operator of {tree} exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
         try:
@@ -329,6 +350,7 @@ def start_operator(tree: Path, work: Path, installed: Installation, job_url: str
         if time.monotonic() > deadline:
             raise TimeoutError(f"the operator of {tree} did not answer /healthz")
         time.sleep(0.5)
+    return proc, log
 
 
 def stop(proc: subprocess.Popen | None) -> None:
@@ -341,21 +363,37 @@ def stop(proc: subprocess.Popen | None) -> None:
             proc.wait()
 
 
-async def run_tree(label: str, tree: Path, args: argparse.Namespace) -> Result:
+CHILD_RESOURCES = {"configmaps", "serviceaccounts", "services", "roles", "rolebindings", "statefulsets",
+                   "networkpolicies"}
+
+
+def extra_nodes(kube: ControlPlane, resources: int) -> None:
+    """kwok nodes beside the harness's one (110 pods each), enough for a driver pod per resource."""
+    for i in range(1, resources // 100 + 1):
+        kube.create(kwok_node(f"kwok-node-{i}"))
+    deadline = time.monotonic() + 120
+    while not all(node_ready(kube.get(f"/api/v1/nodes/kwok-node-{i}")) for i in range(1, resources // 100 + 1)):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the extra kwok nodes did not get Ready")
+        time.sleep(0.5)
+
+
+async def run_tree(label: str, tree: Path, args: argparse.Namespace, namespaces: int, per_namespace: int) -> Result:
     work = Path(tempfile.mkdtemp(prefix=f"operator-scale-{label.split()[0]}-"))
-    print(f"\n== {label}: {tree} (work files in {work})", flush=True)
+    print(f"\n== {label}: {namespaces * per_namespace} resources, {tree} (work files in {work})", flush=True)
     result = Result(label)
-    names = [(f"scale-{i}", f"wine-{j}") for i in range(args.namespaces) for j in range(args.per_namespace)]
+    names = [(f"scale-{i}", f"wine-{j}") for i in range(namespaces) for j in range(per_namespace)]
     want = len(names)
     doubles = op = None
     with ControlPlane() as kube, EmbeddedBroker(log=work / "kafka.log") as broker:
         try:
             tool("helm", kube, "install", "scorestream", str(tree / "charts" / "scorestream"), "-n",
                  "scorestream-system", "--create-namespace", "--wait", "--timeout", "5m",
-                 "--set", "watch.allNamespaces=true")
+                 "--set", "watch.allNamespaces=true", "--set", f"leaderElection.enabled={str(args.failover).lower()}")
             installed = Installation(kube, "scorestream", "scorestream-system", work)
             api = Api(kube, installed, "")
-            for i in range(args.namespaces):
+            extra_nodes(kube, want)
+            for i in range(namespaces):
                 api.namespace(f"scale-{i}")
             create_topics(broker.bootstrap, {DATA: 1})
             doubles = subprocess.Popen([sys.executable, "-c", DOUBLES], stdout=subprocess.PIPE, text=True,
@@ -366,7 +404,7 @@ async def run_tree(label: str, tree: Path, args: argparse.Namespace) -> Result:
                                                     BENCH_KUBE_KEY=str(kube.dir / "admin.key")))
             job_url = doubles.stdout.readline().strip()
             metrics_port = free_port()
-            op, log = start_operator(tree, work, installed, job_url, metrics_port)
+            op, log = start_operator(tree, work, installed, job_url, metrics_port, election=args.failover)
             sampler = Sampler(op.pid)
             sampler.start()
 
@@ -386,6 +424,7 @@ async def run_tree(label: str, tree: Path, args: argparse.Namespace) -> Result:
             pool = ThreadPoolExecutor(32)
             created = phase("create")
             list(pool.map(lambda n: api.create(MS, spec_for(n[0], n[1], broker.bootstrap), namespace=n[0]), names))
+            created.accepted = time.time() - created.started
             await wait_settled(api, want, False, args.timeout, "Ready after create")
             end(created)
             created.settled = await asyncio.to_thread(settled_at, api)
@@ -398,19 +437,30 @@ async def run_tree(label: str, tree: Path, args: argparse.Namespace) -> Result:
             changed = phase("change")
             list(pool.map(lambda n: api.patch(MS, n[1], {"spec": {"spark": {"triggerInterval": "2s"}}},
                                               namespace=n[0]), names))
+            changed.accepted = time.time() - changed.started
             await wait_settled(api, want, True, args.timeout, "Ready after the change")
             end(changed)
             changed.settled = await asyncio.to_thread(settled_at, api)
+            if args.failover:
+                follower = start_operator(tree, work, installed, job_url, free_port(), election=True, name="follower",
+                                          wait=False)[0]
+                try:
+                    result.failover = await failover(kube, api, installed, op, names[0])
+                finally:
+                    stop(follower)
             sampler.stopped.set()
             result.peak_rss = dict(sampler.peak)
             result.refused_scales = requests.get(f"{job_url}/_counts", timeout=5).json()["refused"]
 
             calls = audit_calls(kube, installed.subject)
             for p in result.phases.values():
-                mine = [what for at, what in calls if p.started <= at < p.ended]
+                mine = [(what, obj) for at, what, obj in calls if p.started <= at < p.ended]
                 p.calls = len(mine)
-                for what in mine:
+                for what, obj in mine:
                     p.verbs[what] = p.verbs.get(what, 0) + 1
+                    verb, _, res = what.partition(" ")
+                    if verb == "patch" and res in CHILD_RESOURCES:
+                        p.applies[obj] = p.applies.get(obj, 0) + 1
             print(f"    operator log: {log}", flush=True)
         finally:
             stop(op)
@@ -418,9 +468,33 @@ async def run_tree(label: str, tree: Path, args: argparse.Namespace) -> Result:
     return result
 
 
+async def failover(kube: ControlPlane, api: Api, installed: Installation, leader: subprocess.Popen,
+                   changed: tuple[str, str]) -> Failover:
+    """kill -9 of the leader with a follower waiting; one resource changed at once: how long until
+    its new generation is reconciled, and what the new leader writes in its first minute besides."""
+    await asyncio.sleep(5)  # the follower is up, waiting for the Lease
+    ns, name = changed
+    os.killpg(leader.pid, 9)
+    killed = time.time()
+    generation = api.patch(MS, name, {"spec": {"spark": {"triggerInterval": "3s"}}}, namespace=ns)["metadata"]["generation"]
+    while (api.request("GET", api.path(MS, name, ns)).get("status") or {}).get("observedGeneration") != generation:
+        if time.time() - killed > 300:
+            raise TimeoutError("no operator reconciled the change within 300 s of the leader's kill")
+        await asyncio.sleep(0.2)
+    takeover = time.time() - killed
+    await asyncio.sleep(max(0.0, killed + 60 + takeover - time.time()))
+    writes: dict[str, int] = {}
+    for at, what, where in audit_calls(kube, installed.subject):
+        verb, _, res = what.partition(" ")
+        if killed <= at and verb in ("create", "update", "patch", "delete") and res not in ("leases", "events") \
+                and f"/{ns}/{name}" not in where and f"/{ns}/{name}-" not in where:
+            writes[what] = writes.get(what, 0) + 1
+    return Failover(takeover, writes)
+
+
 def ms(value: float | None) -> str:
     if value == float("inf"):
-        return "> 30 s (the last bucket)"
+        return "> its last bucket"
     return "-" if value is None else f"{value * 1000:,.0f} ms"
 
 
@@ -433,11 +507,16 @@ def ratio(after: float | None, before: float | None) -> str:
 def rows(r: Result, n: int) -> dict[str, tuple[str, float | None]]:
     c, rest, ch = r.phases["create"], r.phases["rest"], r.phases["change"]
     return {
+        "API server accepting the creates": (f"{c.accepted:.1f} s", c.accepted),
         "time until all Ready after create (conditions)": (f"{c.settled - c.started:.0f} s", c.settled - c.started),
         "time until all Ready after the change (conditions)": (f"{ch.settled - ch.started:.0f} s",
                                                               ch.settled - ch.started),
         "... as the 1 s listing saw it, create · change": (f"{c.seconds:.1f} s · {ch.seconds:.1f} s", None),
         "reconciles, create · change": (f"{c.reconciles} · {ch.reconciles}", None),
+        "reconciles per resource to create": (f"{c.reconciles / n:.1f}", c.reconciles / n),
+        "children applied per resource in the change": (f"{sum(ch.applies.values()) / n:.1f}",
+                                                         sum(ch.applies.values()) / n),
+        "most applies of one child in the change": (f"{max(ch.applies.values(), default=0)}", None),
         "reconcile p50, create": (ms(c.p50), c.p50),
         "reconcile p99, create": (ms(c.p99), c.p99),
         "reconcile p50, at rest": (ms(rest.p50), rest.p50),
@@ -471,6 +550,11 @@ def report(results: list[Result], n: int) -> None:
         for what in sorted({*rest.verbs, *ch.verbs}, key=lambda w: -(rest.verbs.get(w, 0) + ch.verbs.get(w, 0))):
             print(f"    {rest.verbs.get(what, 0) * 60 / rest.seconds:8.1f} · {ch.verbs.get(what, 0) * 60 / ch.seconds:8.1f}"
                   f"  {what}")
+        if r.failover is not None:
+            f = r.failover
+            print(f"    leader killed: the changed resource reconciled {f.takeover:.1f} s after the kill; the new "
+                  f"leader's writes to resources that did not change in its first minute: "
+                  f"{sum(f.writes.values())} {f.writes or ''}")
         if r.refused_scales:
             print(f"    (the doubles refused {r.refused_scales} scale requests without the resource's control token)")
 
@@ -479,29 +563,37 @@ async def main(args: argparse.Namespace) -> None:
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores "
           f"(a shared machine: other work may run beside this)", flush=True)
     work = Path(tempfile.mkdtemp(prefix="operator-scale-"))
-    results = []
     before = checkout(args.before, work) if args.before else None
     after = checkout(args.after, work) if args.after else REPO
     try:
-        if before is not None:
-            results.append(await run_tree(f"before ({args.before})", before, args))
-        results.append(await run_tree(f"after ({args.after or 'this tree'})", after, args))
+        for size in args.sizes.split(","):
+            total, namespaces = (int(x) for x in size.split(":"))
+            results = []
+            if before is not None:
+                results.append(await run_tree(f"before ({args.before})", before, args, namespaces, total // namespaces))
+            results.append(await run_tree(f"after ({args.after or 'this tree'})", after, args, namespaces,
+                                          total // namespaces))
+            print(f"\n### {total} ModelServings in {namespaces} namespaces")
+            report(results, total)
     finally:
         for tree in (before, after):
             if tree is not None and tree != REPO:
                 drop_checkout(tree)
-    report(results, args.namespaces * args.per_namespace)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--before", default="7bd63cf",
-                        help="a commit whose operator runs first, for comparison ('' for this tree only)")
+    parser.add_argument("--before", default="fb3c3ad",
+                        help="a commit whose operator runs first, for comparison ('' for this tree only); "
+                             "the default is the last before the work queue (ADR 31)")
     parser.add_argument("--after", default="",
                         help="a commit whose operator runs second ('': this working tree, edits included)")
-    parser.add_argument("--namespaces", type=int, default=10)
-    parser.add_argument("--per-namespace", type=int, default=10)
+    parser.add_argument("--sizes", default="100:10,1000:20",
+                        help="resources:namespaces for each run, comma-separated")
     parser.add_argument("--window", type=float, default=60.0, help="seconds counted at rest")
+    parser.add_argument("--failover", action="store_true",
+                        help="the operators elect a leader (ELECTION); after the change, kill -9 the leader beside a "
+                             "follower and measure the takeover")
     parser.add_argument("--settle", type=float, default=20.0, help="seconds after all are Ready before the rest window")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for all Ready, each time")
     asyncio.run(main(parser.parse_args()))

@@ -1,7 +1,7 @@
 """The status conditions' vocabulary, and the one way a condition is set.
 
 Every reason the operator writes into a condition is a `Reason`; code that matches a condition
-(the handlers' rollout timer, Argo CD's health script's expectations, `status.recorded`) matches
+(the reconciler's next look, Argo CD's health script's expectations, `status.recorded`) matches
 these members, never a literal. A new reason is one new member. Members are `str`s, so what is
 written to the status subresource is the reason's name, as before.
 """

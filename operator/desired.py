@@ -238,6 +238,8 @@ class Settings:
 
     api_server_cidrs: tuple[str, ...] = ()  # admitted to the read-only port (kubectl scorestream)
     artifact_allowed_networks: tuple[str, ...] = ()  # non-public networks the job's fetches may reach
+    artifact_max_fetch_bytes: int | None = None  # the admin's artifact limits (None: ArtifactPolicy's defaults)
+    artifact_fetch_timeout_seconds: float | None = None
     monitoring: tuple[tuple[dict[str, str], dict[str, str]], ...] = ()  # (namespace, pod) labels: the read-only port
     operator_namespace: str | None = None  # where the operator's pods are (the control port)
     models: models_route.Assignment = models_route.Assignment()  # the models topic of a spec that names none
@@ -246,6 +248,8 @@ class Settings:
     def of(cls, config: Any) -> "Settings":
         return cls(api_server_cidrs=tuple(config.api_server_cidrs),
                    artifact_allowed_networks=tuple(config.artifact_allowed_networks),
+                   artifact_max_fetch_bytes=config.artifact_max_fetch_bytes,
+                   artifact_fetch_timeout_seconds=config.artifact_fetch_timeout_seconds,
                    monitoring=tuple((p.namespace_labels, p.pod_labels) for p in config.monitoring_peers),
                    operator_namespace=config.operator_namespace, models=models_route.Assignment.of(config))
 
@@ -302,8 +306,11 @@ def _objects(meta: dict[str, Any], spec: s.ModelServingSpec, run: bool,
     config = job_config(name, namespace, spec)
     # The cluster admin's, not the spec's: outside the configuration hash (spec_hash, which the
     # upgrade check compares, knows only the spec), so it applies at each driver's next start.
+    limits = {"max_fetch_bytes": settings.artifact_max_fetch_bytes,
+              "fetch_timeout_seconds": settings.artifact_fetch_timeout_seconds}
     served = config.model_copy(update={"artifacts": config.artifacts.model_copy(
-        update={"allowed_networks": list(settings.artifact_allowed_networks)}),
+        update={"allowed_networks": list(settings.artifact_allowed_networks),
+                **{k: v for k, v in limits.items() if v is not None}}),
         "kafka": config.kafka.model_copy(update={"models_topic": settings.models.topic(spec.kafka, namespace)})})
     config_data = {"job.json": served.to_json(),
                    EXECUTOR_TEMPLATE_KEY: podtemplate.executor_pod_yaml(spec.executor.pod_template, name, EXECUTOR_CONTAINER,

@@ -19,6 +19,7 @@ PLURALS = {
     ("v1", "Service"): "services",
     ("v1", "Pod"): "pods",
     ("v1", "Secret"): "secrets",
+    ("v1", "Event"): "events",
     ("rbac.authorization.k8s.io/v1", "Role"): "roles",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rolebindings",
     ("apps/v1", "StatefulSet"): "statefulsets",
@@ -28,6 +29,7 @@ PLURALS = {
 
 
 FIELD_MANAGER = "scorestream-operator"
+_READ = object()  # Kube.apply: the current object is to be read from the API server
 
 
 class KubeError(Exception):
@@ -161,16 +163,21 @@ class Kube:
         """Delete with the object's grace period (a pod gets SIGTERM); False if it was gone."""
         return await self._named("DELETE", api_version, kind, namespace, name) is not None
 
-    async def apply(self, obj: dict[str, Any]) -> str:
-        """Make `obj` exist as desired. Returns 'created', 'patched' or 'unchanged'.
+    async def apply(self, obj: dict[str, Any], current: Any = _READ) -> tuple[str, dict[str, Any]]:
+        """Make `obj` exist as desired. Returns 'created', 'patched' or 'unchanged', and the object
+        as written.
+
+        `current`: the object as the caller's watch cache holds it (None: not there); unless
+        given, it is read first. It is checked to be ours before anything is written.
 
         Why not merge patches: a JSON merge patch of the desired object can set fields but never
         remove one the operator rendered before and no longer does; server-side apply removes it
         because the operator's field manager owned it. The server writes nothing when an apply
-        changes nothing, so applying on every reconcile costs one request, not a write."""
+        changes nothing."""
         meta = obj["metadata"]
         api_version, kind, ns, name = obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"]
-        current = await self.get(api_version, kind, ns, name)
+        if current is _READ:
+            current = await self.get(api_version, kind, ns, name)
         if current is not None:
             self._check_owner(current, obj)
         # Not forced on create: an object someone made meanwhile conflicts instead of being adopted.
@@ -184,9 +191,9 @@ class Kube:
         if status >= 300:
             raise KubeError(status, data.get("message", ""))
         if current is None:
-            return "created"
-        return "unchanged" if data.get("metadata", {}).get("resourceVersion") == current["metadata"].get(
-            "resourceVersion") else "patched"
+            return "created", data
+        unchanged = data.get("metadata", {}).get("resourceVersion") == current["metadata"].get("resourceVersion")
+        return ("unchanged" if unchanged else "patched"), data
 
     async def _server_side_apply(self, obj: dict[str, Any], force: bool) -> tuple[int, dict[str, Any]]:
         meta = obj["metadata"]

@@ -22,7 +22,7 @@ disable_created_metrics()
 RECONCILES = Counter(m.RECONCILES.name.removesuffix("_total"), "Reconciles of ModelServings",
                      ["trigger", "outcome"])
 RECONCILE_SECONDS = Histogram(m.RECONCILE_SECONDS.name, "Time one reconcile took", ["trigger"],
-                              buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+                              buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120))
 ROLLOUT_STEPS = Counter(m.ROLLOUT_STEPS.name.removesuffix("_total"), "Model messages sent to models topics",
                         ["step"])
 PHASES: tuple[str, ...] = get_args(s.Phase)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import functools
 import time
 from typing import Any, TypeVar
@@ -25,8 +26,8 @@ from scorestream.operator.status import DriverState, JobReport, Running
 A = TypeVar("A", bound=BaseModel)
 
 
-async def driver_state(kube: Kube, names: Names) -> DriverState:
-    pod = await kube.get("v1", "Pod", names.namespace, names.driver_pod)
+def driver_state(pod: dict[str, Any] | None) -> DriverState:
+    """The driver pod (as the watch cache holds it) as status reads it."""
     if pod is None:
         return DriverState()
     statuses = pod.get("status", {}).get("containerStatuses") or []
@@ -143,7 +144,7 @@ def _rejections(rejected: list[job_http.Rejection]) -> list[job_http.Rejection]:
             for r in rejected[-50:]]
 
 
-async def kafka_client_properties(kube: Kube, namespace: str, spec: ModelServingSpec) -> dict[str, str]:
+async def kafka_client_properties(kube: "Kube | SecretReads", namespace: str, spec: ModelServingSpec) -> dict[str, str]:
     """The Kafka settings the operator's own admin client needs, secret ones from the Secret."""
     props = dict(spec.kafka.properties)
     ref = spec.kafka.secret_ref
@@ -166,12 +167,47 @@ async def kafka_client_properties(kube: Kube, namespace: str, spec: ModelServing
     return props
 
 
-async def strimzi_client_properties(kube: Kube, namespace: str, spec: ModelServingSpec) -> dict[str, str]:
+async def strimzi_client_properties(kube: "Kube | SecretReads", namespace: str,
+                                    spec: ModelServingSpec) -> dict[str, str]:
     """librdkafka's settings for the Secrets spec.kafka.tls and spec.kafka.authentication name
     (strimzi.CredentialsError where one or a key is missing)."""
     secrets = {name: await kube.get("v1", "Secret", namespace, name) for name in strimzi.secrets_named(spec.kafka)}
     credentials = strimzi.operator_credentials(spec.kafka, namespace, secrets)
     return {} if credentials is None else credentials.librdkafka()
+
+
+class SecretReads:
+    """The Secrets a resource's Kafka settings name, read by name (the operator may not list or
+    watch Secrets: a tenant's namespace holds others) and kept for `ttl` seconds, so a resource at
+    rest does not read its Secrets at every look. A Kafka call that fails forgets its namespace's,
+    so a rotated credential is read again at once. At most `entries` are kept, none over
+    `max_bytes`: the operator is shared, and a tenant names the Secrets."""
+
+    def __init__(self, kube: Kube, ttl: float, entries: int = 4096, max_bytes: int = 256 * 1024):
+        self.kube, self.ttl, self.entries, self.max_bytes = kube, ttl, entries, max_bytes
+        self._held: collections.OrderedDict[tuple[str, str], tuple[float, dict[str, Any] | None]] = \
+            collections.OrderedDict()
+
+    async def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        if (api_version, kind) != ("v1", "Secret"):
+            raise ValueError(f"SecretReads reads Secrets, not {api_version} {kind}")
+        at = (namespace, name)
+        held = self._held.get(at)
+        if held is not None and time.monotonic() - held[0] < self.ttl:
+            self._held.move_to_end(at)
+            return held[1]
+        secret = await self.kube.get(api_version, kind, namespace, name)
+        size = sum(len(v) for v in ((secret or {}).get("data") or {}).values())
+        if size <= self.max_bytes:
+            self._held[at] = (time.monotonic(), secret)
+            self._held.move_to_end(at)
+            while len(self._held) > self.entries:
+                self._held.popitem(last=False)
+        return secret
+
+    def forget(self, namespace: str) -> None:
+        for at in [at for at in self._held if at[0] == namespace]:
+            del self._held[at]
 
 
 class TopicsChecks:

@@ -1,84 +1,83 @@
-"""One reconcile: observe, apply the desired objects, take the rollout's and scaling's next steps,
-record the status, tell users what changed.
+"""One reconcile of one ModelServing, level-triggered: read it and its world from the watch cache
+and the job, decide, change what differs, record the status.
 
-Called by the kopf handlers for create/update/resume (a spec change: the desired objects are
-applied), by the timers (they observe and record; they apply only objects an observation changed)
-and when a child object is deleted or edited (a repair: the children only, no status). Everything
-that decides lives in desired.py, status.py, rollout.py, scaling.py and upgrade.py.
+`reconcile(ctx, key)` is all the controller (handlers.py) calls, for whatever woke the key: an
+event of the resource, of a child or of its driver pod, or the delay the last reconcile asked for.
+It does not know which: it compares what should be with what is. Everything that decides lives in
+desired.py, status.py, rollout.py, scaling.py and upgrade.py; this module observes and applies.
 """
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
+import json
 import logging
 import time
-import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-import kopf
 from pydantic import ValidationError
 
 from scorestream import naming
-from scorestream.operator import clock, conditions, control, desired, images, kafkabound, metrics, models_route, \
-    observer, publish, rollout, scaling, status, strimzi, upgrade
-from scorestream.operator.kube import Conflict, Kube, KubeError, NotOwned
+from scorestream.operator import clock, conditions, control, desired, events, images, kafkabound, metrics, \
+    models_route, observer, publish, rollout, scaling, status, strimzi, upgrade
+from scorestream.operator.cache import Cache, Key
+from scorestream.operator.conditions import Reason
+from scorestream.operator.kube import Conflict, Kube, KubeError, NotOwned, contains
 from scorestream.operator import spec as s
 from scorestream.operator.settings import OperatorConfig
 from scorestream.operator.spec import ModelServingSpec
 
-
+LOG = logging.getLogger(__name__)
 Body = dict[str, Any]  # a Kubernetes object as the API server returns it
-
-
-@dataclass(frozen=True)
-class Child:
-    """A child object's event: the object, and whether it was deleted."""
-
-    body: Body
-    deleted: bool
 
 
 @dataclass
 class Context:
-    """What every reconcile shares: the API client and the operator's configuration."""
+    """What every reconcile shares: the API client, the watch cache, the Event recorder and the
+    operator's configuration."""
 
     kube: Kube
     config: OperatorConfig
+    cache: Cache = field(default_factory=Cache)
+    events: events.Recorder = field(init=False)
     topics: observer.TopicsChecks = field(init=False)
+    secrets: observer.SecretReads = field(init=False)
+    settings: desired.Settings = field(init=False)
     # uid -> the rollout id published (or being published) by this process: where the status
     # saying it was sent could not be written, the next reconcile must not send it twice.
     published: dict[str, str] = field(default_factory=dict, init=False)
-    # uid -> the digest of the desired objects this process last applied in full.
-    applied: dict[str, str] = field(default_factory=dict, init=False)
-    _running: set[asyncio.Task] = field(default_factory=set, init=False)
-    # Weak: a resource's lock lives while a reconcile of it runs or waits, and no longer.
-    _turns: weakref.WeakValueDictionary[str, asyncio.Lock] = field(default_factory=weakref.WeakValueDictionary,
-                                                                   init=False)
+    # uid -> (the inputs of desired.desired_state, the objects it rendered from them)
+    rendered: dict[str, tuple[str, list[Body]]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         self.topics = observer.TopicsChecks(ttl=self.config.topics_recheck)
+        self.secrets = observer.SecretReads(self.kube, ttl=self.config.secrets_recheck)
+        self.events = events.Recorder(self.kube)
+        self.settings = desired.Settings.of(self.config)
 
-    def turns(self, uid: str) -> asyncio.Lock:
-        """One resource's reconciles, taken one at a time: kopf runs the update handler, the
-        timers and the children's event handlers of one resource concurrently, and two
-        reconciles at once would apply, publish and scale from the same stale status."""
-        turns = self._turns.get(uid)
-        if turns is None:
-            turns = self._turns[uid] = asyncio.Lock()
-        return turns
-
-    def forget(self, uid: str) -> None:
+    def forget(self, key: Key, uid: str | None) -> None:
         """A resource deleted: what this process remembers of it goes with it."""
-        self.published.pop(uid, None)
-        self.applied.pop(uid, None)
+        if uid:
+            self.published.pop(uid, None)
+            self.rendered.pop(uid, None)
+        metrics.forget(key.namespace, key.name)
 
-    async def close(self, timeout: float = 10.0) -> None:
-        """Let reconciles in flight finish (kopf may still run a timer while it cleans up), then
-        close the client."""
-        running = [t for t in self._running if t is not asyncio.current_task()]
-        if running:
-            await asyncio.wait(running, timeout=timeout)
+    def desired(self, body: Body, seen: desired.Observations) -> list[Body]:
+        """desired.desired_state, rendered again only where its inputs changed: it is a pure
+        function of them, and most reconciles (the job's poll) would render what the last one did."""
+        meta = body["metadata"]
+        inputs = json.dumps([meta["name"], meta["namespace"], meta.get("uid"), body.get("spec"),
+                             dataclasses.asdict(seen)], sort_keys=True)
+        held = self.rendered.get(_uid(meta))
+        if held is not None and held[0] == inputs:
+            return held[1]
+        objects = desired.desired_state(body, seen, self.settings)
+        self.rendered[_uid(meta)] = (inputs, objects)
+        return objects
+
+    async def close(self) -> None:
+        await self.events.close()
         await self.kube.close()
 
 
@@ -87,77 +86,70 @@ def _uid(meta: Body) -> str:
     return meta.get("uid") or f"{meta['namespace']}/{meta['name']}"
 
 
-# A status write refused because the resource changed since it was read (409): read it again,
-# decide again, write again; a resource changing this often is tried again at the next trigger.
-MAX_STATUS_WRITES = 4
+def next_look(config: OperatorConfig, spec: Body, new: status.Status) -> float:
+    """Seconds until the resource is looked at again with nothing having changed: the job's poll
+    (HTTP to the driver, not the API server). While a rollout waits for the job's confirmation,
+    it is looked at more often, so the time to ModelReady is bounded by this poll; a shadow, which
+    may run for days, at the observer's pace."""
+    ready = conditions.find(new.conditions, "ModelReady")
+    reason = ready.reason if ready is not None else None
+    if reason in (Reason.ROLLING_OUT, Reason.CANARY_ANALYSIS) or (reason == Reason.NO_MODEL and spec.get("model")):
+        return config.rollout_poll
+    return config.observe_interval
 
 
-async def reconcile(ctx: Context, body: Body, logger: logging.Logger | Any, trigger: str,
-                    child: Child | None = None) -> status.Status | None:
-    """Reconcile the resource `body` names and write its new status; returns that status, or None
-    where the resource is gone (or the trigger was a child, whose repair writes no status).
-    Reconciles of one resource run one after the other, whichever handler calls; of different
-    resources, at once.
+async def reconcile(ctx: Context, key: Key) -> float | None:
+    """Reconcile the resource `key` names as the cache holds it and write its new status with the
+    resourceVersion read; returns the seconds until it should be looked at again, or None where
+    it is gone.
 
-    Each reads the resource afresh and writes its status with the resourceVersion it read: the
-    body a kopf handler is given may predate a status written since (a timer's body is from the
-    last watch event), and so may the whole operator during a leader hand-over. A status
+    A status write refused because the resource changed since (409) is not retried here: the
+    newer version is read into the cache and the key queued again, to be decided afresh. A status
     computed from an older one would undo the steps recorded since (a canary's figures and its
-    Promoting step, say); the API server refuses it with 409, and the turn is taken again."""
-    meta = body["metadata"]
-    uid = _uid(meta)
-    task = asyncio.current_task()
-    ctx._running.add(task)
+    Promoting step, say)."""
+    body = ctx.cache.resource(key)
+    if body is None or body["metadata"].get("deletionTimestamp"):
+        return None  # the garbage collector takes the children
+    previous = status.parse(body.get("status"))
+    new = await _timed(ctx, body, previous)
     try:
-        async with ctx.turns(uid):
-            for attempt in range(1, MAX_STATUS_WRITES + 1):
-                current = await ctx.kube.get(s.API_VERSION, s.KIND, meta["namespace"], meta["name"])
-                if current is None or current["metadata"].get("uid") != meta.get("uid", current["metadata"].get("uid")):
-                    return None  # deleted, or deleted and made again (its own events reconcile that one)
-                previous = status.parse(current.get("status"))
-                new = await _timed(ctx, current, previous, logger, trigger, child)
-                if new is None or trigger == "child":
-                    return None  # a child's repair: its transitions come with the next reconcile
-                try:
-                    await _record(ctx, current, previous, new)
-                except Conflict:
-                    if attempt == MAX_STATUS_WRITES:
-                        raise
-                    logger.info("status of %s/%s changed since it was read (%s); reading it again",
-                                meta["namespace"], meta["name"], trigger)
-                    continue
-                return new
-            return None
-    finally:
-        ctx._running.discard(task)
+        await _record(ctx, body, previous, new)
+    except Conflict:
+        LOG.info("status of %s changed since it was read; reading it again", key)
+        fresh = await ctx.kube.get(s.API_VERSION, s.KIND, key.namespace, key.name)
+        if fresh is not None:
+            ctx.cache.put(fresh)
+        return 0.0
+    return next_look(ctx.config, body.get("spec") or {}, new)
 
 
-async def _timed(ctx: Context, current: Body, previous: status.Status, logger: logging.Logger | Any,
-                 trigger: str, child: Child | None) -> status.Status | None:
+async def _timed(ctx: Context, body: Body, previous: status.Status) -> status.Status:
     started, outcome = time.monotonic(), "error"
     try:
-        new = await _reconcile(ctx, current, previous, logger, trigger, child)
-        outcome = new.phase if new is not None else "repaired"
+        new = await _reconcile(ctx, body, previous)
+        outcome = new.phase
         return new
     finally:
-        metrics.RECONCILES.labels(trigger, outcome).inc()
-        metrics.RECONCILE_SECONDS.labels(trigger).observe(time.monotonic() - started)
+        metrics.RECONCILES.labels("queue", outcome).inc()
+        metrics.RECONCILE_SECONDS.labels("queue").observe(time.monotonic() - started)
 
 
-async def _record(ctx: Context, current: Body, previous: status.Status, new: status.Status) -> None:
+async def _record(ctx: Context, body: Body, previous: status.Status, new: status.Status) -> None:
     """Write the status (where it changed) as of the resourceVersion read, then tell users what
     changed: only a status written is announced."""
-    meta = current["metadata"]
+    meta = body["metadata"]
     written = status.wire(new)
     if new != previous:
-        await ctx.kube.patch_status(s.API_VERSION, s.KIND, meta["namespace"], meta["name"],
-                                    status.merge_patch(current.get("status"), written),
-                                    resource_version=meta.get("resourceVersion"))
+        answer = await ctx.kube.patch_status(s.API_VERSION, s.KIND, meta["namespace"], meta["name"],
+                                             status.merge_patch(body.get("status"), written),
+                                             resource_version=meta.get("resourceVersion"))
+        if answer is not None:
+            ctx.cache.put(answer)
     metrics.record_status(meta["namespace"], meta["name"], written)
     for t in status.transitions(previous.conditions, new.conditions):
         if t.reason in conditions.REFUSALS:
             continue  # _refused announced it
-        (kopf.warn if t.warning else kopf.info)(current, reason=t.reason, message=t.message[:1000])
+        (ctx.events.warn if t.warning else ctx.events.info)(body, t.reason, t.message)
 
 
 def _admit(ctx: Context, body: Body, previous: status.Status) -> tuple[Body, ModelServingSpec] | status.Refusal:
@@ -176,28 +168,22 @@ def _admit(ctx: Context, body: Body, previous: status.Status) -> tuple[Body, Mod
     return body, ModelServingSpec.model_validate(body["spec"])
 
 
-def _refused(body: Body, previous: status.Status, refusal: status.Refusal) -> None:
+def _refused(ctx: Context, body: Body, previous: status.Status, refusal: status.Refusal) -> None:
     """Its Warning, once: when the reason or message is new."""
     said = conditions.find(previous.conditions, "Degraded")
     if said is None or said.reason != refusal.reason or said.message != refusal.message:
-        kopf.warn(body, reason=refusal.reason, message=refusal.message[:1000])
+        ctx.events.warn(body, refusal.reason, refusal.message)
 
 
-async def _reconcile(ctx: Context, body: Body, previous: status.Status, logger: logging.Logger | Any,
-                     trigger: str, child: Child | None = None) -> status.Status | None:
+async def _reconcile(ctx: Context, body: Body, previous: status.Status) -> status.Status:
     meta = body["metadata"]
     name, namespace = meta["name"], meta["namespace"]
     admitted = _admit(ctx, body, previous)
     if isinstance(admitted, status.Refusal):
-        if trigger != "child":
-            _refused(body, previous, admitted)
-            return status.compute(name, namespace, admitted, previous)
-        return None  # refused: its children are left as they are
+        _refused(ctx, body, previous, admitted)
+        return status.compute(name, namespace, admitted, previous)  # its children are left as they are
     body, spec = admitted
-    if trigger == "child":
-        if not meta.get("deletionTimestamp"):  # else garbage collection takes the children
-            await _repair(ctx, body, child, logger)
-        return None
+    await publish.prepare(spec)  # a tenant's samples parsed off the event loop, once per content
     observed = status.Observed(generation=meta.get("generation", 0), spec=spec, controls=previous.controls)
     # All of this reconcile's Kafka calls together: an unreachable broker costs it this much at most.
     kafka = kafkabound.Deadline(ctx.config.kafka_timeout)
@@ -208,12 +194,11 @@ async def _reconcile(ctx: Context, body: Body, previous: status.Status, logger: 
                              time.time(), clock.now_text())
     observed.last_stable, observed.upgrade = verdict.last_stable, verdict.upgrade
     if verdict.event:
-        (kopf.warn if verdict.event[0] == "UpgradeRolledBack" else kopf.info)(
-            body, reason=verdict.event[0], message=verdict.event[1][:1000])
+        (ctx.events.warn if verdict.event[0] == "UpgradeRolledBack" else ctx.events.info)(body, *verdict.event)
     seen = desired.Observations(data_topic_missing=observed.data_topic_exists is False, stable_spec=verdict.run_spec,
                                 kafka_waiting=status.holds_driver(observed))
     try:
-        await _apply(ctx, body, desired.desired_state(body, seen, desired.Settings.of(ctx.config)), logger, trigger)
+        await _apply(ctx, body, ctx.desired(body, seen))
     except (KubeError, NotOwned) as e:
         observed.apply_error = str(e)
     if spec.model and run and models is not None:
@@ -234,7 +219,7 @@ async def _observe(ctx: Context, body: Body, spec: ModelServingSpec, observed: s
     models: models_route.Route | None = None
     if run and (ctx.config.manage_topics or spec.model or strimzi.secrets_named(spec.kafka)):
         try:
-            props = await observer.kafka_client_properties(ctx.kube, meta["namespace"], spec)
+            props = await observer.kafka_client_properties(ctx.secrets, meta["namespace"], spec)
             models = models_route.route(spec.kafka, meta["namespace"], models_route.Assignment.of(ctx.config), props,
                                         ctx.config.models_kafka)
         except strimzi.CredentialsError as e:
@@ -246,9 +231,11 @@ async def _observe(ctx: Context, body: Body, spec: ModelServingSpec, observed: s
         report = await ctx.topics.check(spec, props, models, kafka)
         observed.data_topic_exists, observed.topics_error = report.data_topic_exists, report.error
         observed.kafka_unreachable = report.unreachable
+        if report.error:  # perhaps a credential rotated since its Secret was read
+            ctx.secrets.forget(meta["namespace"])
         partitions = report.data_partitions
         if report.created:
-            kopf.info(body, reason="TopicsCreated", message=", ".join(report.created))
+            ctx.events.info(body, "TopicsCreated", ", ".join(report.created))
         # No driver until the data topic exists: it would only crash-loop.
         run = report.data_topic_exists is not False
         if spec.kafka.strimzi_topics and report.data_topic_exists:
@@ -257,7 +244,7 @@ async def _observe(ctx: Context, body: Body, spec: ModelServingSpec, observed: s
             observed.topics_error = observed.topics_error or failing
             run = run and observed.topics_waiting is None
     names = naming.Names(meta["name"], meta["namespace"])
-    observed.driver = await observer.driver_state(ctx.kube, names)
+    observed.driver = observer.driver_state(ctx.cache.get("v1", "Pod", names.namespace, names.driver_pod))
     if observed.driver.exists or ctx.config.endpoint_template:
         observed.job = await observer.job_report(observer.endpoint_of(names, ctx.config.endpoint_template))
     return models, partitions, run
@@ -284,47 +271,43 @@ async def _strimzi_topics(ctx: Context, body: Body, spec: ModelServingSpec, part
     return strimzi.waiting_for(current)
 
 
-async def _apply(ctx: Context, body: Body, objects: list[Body], logger: logging.Logger | Any, trigger: str) -> None:
-    """Apply the desired objects: on a change of the spec (create, update, resume), and on a
-    timer only where they differ from what this process applied last (an observation changed
-    them: the data topic came, an upgrade failed). A timer does not apply the same objects again:
-    a child changed by someone else is repaired by its own event (`_repair`)."""
-    meta = body["metadata"]
-    uid = _uid(meta)
-    digest = desired.digest(objects)
-    if trigger == "timer" and ctx.applied.get(uid) == digest:
+def _current(cache: Cache, wanted: Body) -> bool:
+    """Whether the watch cache holds `wanted` as desired: every field the operator renders has the
+    value it renders (the server's defaults and others' fields aside)."""
+    meta = wanted["metadata"]
+    held = cache.get(wanted["apiVersion"], wanted["kind"], meta["namespace"], meta["name"])
+    return held is not None and contains(held, wanted)
+
+
+async def _apply(ctx: Context, body: Body, objects: list[Body]) -> None:
+    """Apply the desired objects that differ from what the cache holds: made, changed by someone
+    else, deleted, or rendered differently since (a spec change, an observation such as the data
+    topic appearing). An object the cache holds as desired costs no request."""
+    stale = [obj for obj in objects if not _current(ctx.cache, obj)]
+    if not stale:
         return
-    ctx.applied.pop(uid, None)  # until all of them are applied
+    meta = body["metadata"]
     # Before the driver that mounts it; made once, never rendered (it is random).
     if await control.ensure_secret(ctx.kube, meta):
-        logger.info("created Secret %s/%s (the job's control token)", meta["namespace"],
-                    naming.Names(meta["name"], meta["namespace"]).control_secret)
-    for obj in objects:
-        if await ctx.kube.apply(obj) == "created":
-            logger.info("created %s", observer.summary(obj))
-    ctx.applied[uid] = digest
+        LOG.info("created Secret %s/%s (the job's control token)", meta["namespace"],
+                 naming.Names(meta["name"], meta["namespace"]).control_secret)
+    for obj in stale:
+        held = ctx.cache.get(obj["apiVersion"], obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
+        result, written = await ctx.kube.apply(obj, current=held)
+        ctx.cache.put(written)
+        if result == "created":
+            LOG.info("created %s", observer.summary(obj))
+        elif result == "patched" and _drifted(ctx, body, held):
+            ctx.events.warn(body, "DriftRepaired", f"{observer.summary(obj)} was changed; restored")
 
 
-async def _repair(ctx: Context, body: Body, child: Child | None, logger: logging.Logger | Any) -> None:
-    """A child deleted or edited by someone else: apply the desired objects again if it differs
-    from what the last reconcile rendered (its recorded observations: a child's event must not
-    undo a reconcile's choices)."""
-    if child is None:
-        return
-    seen = status.recorded(body)
-    settings = desired.Settings.of(ctx.config)
-    if not desired.drifted(body, child.body, seen, deleted=child.deleted, settings=settings):
-        return
-    try:
-        for obj in desired.desired_state(body, seen, settings):
-            result = await ctx.kube.apply(obj)
-            if result == "patched":
-                kopf.warn(body, reason="DriftRepaired", message=f"{observer.summary(obj)} was changed or deleted; restored")
-            elif result == "created":
-                logger.info("created %s", observer.summary(obj))
-    except (KubeError, NotOwned) as e:  # reported by the next reconcile, which applies them too
-        logger.warning("repairing the children of %s/%s failed: %s", body["metadata"]["namespace"],
-                       body["metadata"]["name"], e)
+def _drifted(ctx: Context, body: Body, held: Body | None) -> bool:
+    """Whether a child was changed by someone else rather than rendered anew: the spec is the one
+    the status last recorded, and the child differs from what that status's observations render
+    too (a new observation, such as the data topic appearing, is not drift)."""
+    if held is None or body["metadata"].get("generation") != (body.get("status") or {}).get("observedGeneration"):
+        return False
+    return desired.drifted(body, held, status.recorded(body), deleted=False, settings=ctx.settings)
 
 
 async def _roll_model(ctx: Context, body: Body, spec: ModelServingSpec, models: models_route.Route,
@@ -346,7 +329,7 @@ async def _roll_model(ctx: Context, body: Body, spec: ModelServingSpec, models: 
                                       status.rejection(observed, before.history), time.time())
     observed.plan = step
     if asked.step is None:
-        _handled(body, observed, asked)  # nothing to send: the request (if any) is answered now
+        _handled(ctx, body, observed, asked)  # nothing to send: the request (if any) is answered now
     if step.token is None:
         return
     # Sent already by this process, and the status saying so was not written (its write was
@@ -365,12 +348,13 @@ async def _roll_model(ctx: Context, body: Body, spec: ModelServingSpec, models: 
                                       meta["namespace"], meta["name"])
         except Exception as e:  # PublishError, KafkaException, KafkaUnreachable: reported, retried by the next reconcile
             ctx.published.pop(uid, None)
+            ctx.secrets.forget(meta["namespace"])  # perhaps a credential rotated since its Secret was read
             observed.publish_error = str(e)[:1000]
             observed.plan = None
             return  # a control request stays unhandled: the next reconcile tries it again
     if asked.step is not None:
         observed.pinned_now = asked.pinned
-        _handled(body, observed, asked, post=not already)
+        _handled(ctx, body, observed, asked, post=not already)
     d = step.publish
     if d is not None:
         observed.published, observed.published_now = step.rollout_id, True
@@ -380,21 +364,20 @@ async def _roll_model(ctx: Context, body: Body, spec: ModelServingSpec, models: 
                                                   "publish" if d is not None else "withdraw")).inc()
     if d is not None:
         role = f" as a {d.candidate.strategy.lower()} candidate" if d.candidate else ""
-        kopf.info(body, reason="ModelPublished",
-                  message=f"{d.label} published to {models.topic}{role} (rollout {step.rollout_id})")
+        ctx.events.info(body, "ModelPublished", f"{d.label} published to {models.topic}{role} (rollout {step.rollout_id})")
     if step.verdict == "promote":
-        kopf.info(body, reason="CandidatePromoted", message=f"{spec.model.name} {spec.model.version}: {step.reason}"[:1000])
+        ctx.events.info(body, "CandidatePromoted", f"{spec.model.name} {spec.model.version}: {step.reason}")
     elif step.withdraw:
-        kopf.warn(body, reason="CandidateRolledBack" if step.verdict else "CandidateWithdrawn",
-                  message=f"{spec.data_type} candidate withdrawn: {step.reason}"[:1000])
+        ctx.events.warn(body, "CandidateRolledBack" if step.verdict else "CandidateWithdrawn",
+                        f"{spec.data_type} candidate withdrawn: {step.reason}")
 
 
-def _handled(body: Body, observed: status.Observed, asked: rollout.Manual, post: bool = True) -> None:
+def _handled(ctx: Context, body: Body, observed: status.Observed, asked: rollout.Manual, post: bool = True) -> None:
     """Record a control request as handled (status.controls), with its Event."""
     observed.controls = asked.handled
     if asked.event and post:
         reason, message, warning = asked.event
-        (kopf.warn if warning else kopf.info)(body, reason=reason, message=message[:1000])
+        (ctx.events.warn if warning else ctx.events.info)(body, reason, message)
 
 
 async def _scale(ctx: Context, body: Body, spec: ModelServingSpec, names: naming.Names,
@@ -407,18 +390,18 @@ async def _scale(ctx: Context, body: Body, spec: ModelServingSpec, names: naming
     message = step.message
     before = previous.scaling
     if step.capped and (before is None or not before.capped or before.target != step.target):
-        kopf.warn(body, reason="ReplicasCapped", message=step.message[:1000])
+        ctx.events.warn(body, "ReplicasCapped", step.message)
     auto_before = previous.autoscaling.replicas if previous.autoscaling else None
     if step.autoscaling and step.autoscaling.replicas != auto_before and auto_before is not None:
-        kopf.info(body, reason="Autoscaled", message=step.autoscaling.reason[:1000])
+        ctx.events.info(body, "Autoscaled", step.autoscaling.reason)
     if live and step.ask:
         try:
             answer = await observer.scale_executors(observer.endpoint_of(names, ctx.config.endpoint_template),
                                                     step.target, await control.token(ctx.kube, names))
             message = f"{step.message}; asked live (running then: {answer.running})"
-            kopf.info(body, reason="Scaled", message=f"{job.executor_target} -> {step.target} executors, live")
-        except LookupError as e:  # the control Secret is gone: the next turn applies everything, it included
-            ctx.applied.pop(_uid(body["metadata"]), None)
+            ctx.events.info(body, "Scaled", f"{job.executor_target} -> {step.target} executors, live")
+        except LookupError as e:  # the control Secret is gone: made again, used at the next look
+            await control.ensure_secret(ctx.kube, body["metadata"])
             message = f"{step.message}; asking the job failed: {e}"[:1000]
         except Exception as e:  # unreachable, or refused: asked again at the next observation
             message = f"{step.message}; asking the job failed: {e}"[:1000]
@@ -427,7 +410,7 @@ async def _scale(ctx: Context, body: Body, spec: ModelServingSpec, names: naming
         # No live changes here (local mode): a graceful restart picks the new total up.
         await ctx.kube.delete("v1", "Pod", names.namespace, names.driver_pod)
         message = f"restarting the driver for {spec.replicas} executor(s): its cluster manager cannot change them live"
-        kopf.info(body, reason="RestartedToScale", message=message)
+        ctx.events.info(body, "RestartedToScale", message)
     elif before is not None and before.target == step.target and before.message:
         message = before.message
     observed.scaling = s.ScalingStatus(target=step.target if live else spec.replicas, mode="Live" if live else "Restart",

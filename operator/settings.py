@@ -70,6 +70,9 @@ class OperatorConfig(Strict):
     """Seconds between looks at the job while a model rollout waits for its confirmation."""
     manage_topics: bool = Field(True, alias="manageTopics")
     """Ensure output, dead-letter and models topics exist and check the data topic."""
+    secrets_recheck: float = Field(300.0, alias="secretsRecheck", ge=0)
+    """Seconds the Kafka Secrets a spec names are trusted before they are read again (at once where
+    a Kafka call failed): the operator may only read Secrets by name, not watch them."""
     topics_recheck: float = Field(60.0, alias="topicsRecheck", ge=0)
     """Seconds a complete topic check is trusted before the brokers are asked again."""
     kafka_timeout: float = Field(3.0, alias="kafkaTimeout", ge=0.5, le=60)

@@ -673,8 +673,6 @@ def test_the_oldest_kubernetes_the_chart_allows_takes_every_object_and_the_docs_
     assert f"Kubernetes 1.{minor} or later" in (REPO / "docs" / "operations" / "install.md").read_text()
 
 
-@pytest.mark.xfail(strict=True, reason="operator/desired.py (Settings and _objects) does not carry artifactMaxFetchBytes"
-                   " and artifactFetchTimeoutSeconds into each job's ArtifactPolicy yet: its owner wires them")
 def test_artifact_limits_reach_every_jobs_configuration(helm):
     """Chart value -> operator setting -> each job's ArtifactPolicy, as artifacts.allowedNetworks does."""
     from scorestream.config import JobConfig

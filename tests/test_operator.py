@@ -5,12 +5,16 @@ stand-in for the job's HTTP endpoint (the real job is exercised by the runtime t
 from __future__ import annotations
 
 import asyncio
+import base64
+import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import yaml
 
 from scorestream import naming
+from scorestream.operator.controller import DEBOUNCE
 from scorestream.operator.settings import OperatorConfig
 from scorestream.tools.local.broker import create_topics
 
@@ -140,17 +144,73 @@ async def test_delete_leaves_cleanup_to_the_garbage_collector(api, operator, bro
         assert ref["uid"] == ms["metadata"]["uid"] and ref["blockOwnerDeletion"]
     api.delete(MS, "wine")
     await until(lambda: obj(api, MS, "wine") is None, what="deleted")
-    # Without a finalizer, kopf learns of the deletion from the DELETED event: its timers stop then
-    # (one invocation in flight may still end). Observed every 0.5 s, a running timer would log more.
-    await until(lambda: "Deleted, really deleted" in operator.log, timeout=10, what="kopf saw the deletion")
+    # Without a finalizer, the operator learns of the deletion from the DELETED event: the resource
+    # is looked at no more (a reconcile in flight may still end). Looked at every 0.5 s, it would log more.
     await asyncio.sleep(2)
-    invoked = operator.log.count("Timer 'observe' is invoked")
+    looks = operator.log.count(f"reconciled {api.ns}/wine in")
     await asyncio.sleep(3)
-    assert operator.log.count("Timer 'observe' is invoked") == invoked, "the deleted resource's timer still runs"
+    assert operator.log.count(f"reconciled {api.ns}/wine in") == looks, "the deleted resource is still looked at"
     # The real garbage collector takes every child, and the StatefulSet's pod with it.
     for key, name in [*CHILDREN, ("v1/pods", "wine-driver-0")]:
         await until(lambda: api.request("GET", api.path(key, name), ok_missing=True) is None, timeout=60,
                     what=f"{key} {name} collected")
+
+
+def _requests(api, since: int) -> list[str]:
+    """The operator's API requests in the test's namespace after the first `since` of its audit
+    events (its watches aside: they are the event source, one per kind, not a request per resource)."""
+    events = api.cluster.audit(api.installation.subject)[since:]
+    return [f"{e['verb']} {e['objectRef'].get('resource')}/{e['objectRef'].get('name')}" for e in events
+            if e.get("stage") == "ResponseComplete" and e.get("verb") != "watch"
+            and e.get("objectRef", {}).get("namespace") == api.ns]
+
+
+async def test_at_rest_no_api_request_a_burst_of_edits_is_one_reconcile_and_a_deleted_child_is_back_at_once(
+        api, job, broker, topics):
+    """The operator reads from its watches and writes only what differs: a Ready resource whose job
+    answers the same costs the API server nothing; ten edits in a burst make one or two reconciles;
+    a child deleted by hand is made again from its DELETED event, not at the next look."""
+    create_topics(broker.bootstrap, {topics["dataTopic"]: 2})
+    # Its Kafka settings in a Secret, which the operator may read by name only (no watch).
+    api.create("v1/secrets", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kafka-client"},
+                              "data": {"client.properties": base64.b64encode(b"client.id=at-rest\n").decode()}})
+    body = resource(topics, broker)
+    body["spec"]["kafka"]["secretRef"] = {"name": "kafka-client"}
+    op = Operator(api, operator_config(api, observeInterval=5, endpointTemplate=job.url))
+    await op.start()
+    try:
+        await apply(api, body)
+        await until(lambda: condition(api, "wine", "Ready").get("status") == "True", what="Ready")
+        await asyncio.sleep(3)  # the watch events of its own writes come back
+        since = len(api.cluster.audit(api.installation.subject))
+        looks = op.log.count(f"reconciled {api.ns}/wine in")
+        await asyncio.sleep(60)
+        assert op.log.count(f"reconciled {api.ns}/wine in") - looks >= 10, "the job was polled all along"
+        assert _requests(api, since) == [], "API requests at rest"
+
+        # Right after a look at the job, so that the next falls after the burst's reconciles.
+        looks = op.log.count(f"reconciled {api.ns}/wine in")
+        await until(lambda: op.log.count(f"reconciled {api.ns}/wine in") > looks, timeout=10, what="a look")
+        looks = op.log.count(f"reconciled {api.ns}/wine in")
+        started = time.monotonic()
+        with ThreadPoolExecutor(10) as pool:  # as a script would send them, one connection each
+            list(pool.map(lambda replicas: api.patch(MS, "wine", {"spec": {"replicas": replicas}}), [1, 3] * 5))
+        took = time.monotonic() - started
+        last = obj(api, MS, "wine")["metadata"]["generation"]
+        await until(lambda: obj(api, MS, "wine")["status"].get("observedGeneration") == last, what="the last edit seen")
+        await asyncio.sleep(1)
+        burst = op.log.count(f"reconciled {api.ns}/wine in") - looks
+        # Edits within one debounce of the first make one reconcile, so a burst of up to twice the
+        # debounce at most two; a loaded API server that spreads the burst wider, one more per debounce.
+        beyond = max(0, math.ceil((took - 2 * DEBOUNCE) / DEBOUNCE))
+        assert 1 <= burst <= 2 + beyond, f"{burst} reconciles for 10 edits in {took:.2f} s"
+
+        api.delete("v1/services", "wine-driver")
+        deleted = time.monotonic()
+        await until(lambda: obj(api, "v1/services", "wine-driver"), timeout=5, what="service restored")
+        assert time.monotonic() - deleted < 2, "a deleted child waited for the next look"
+    finally:
+        await op.stop()
 
 
 async def test_operator_restart_mid_reconcile_leaves_no_duplicates(api, job, broker, topics):

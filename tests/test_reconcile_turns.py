@@ -1,172 +1,206 @@
-"""Reconciles of one resource run one after the other, whichever handler calls; of different
-resources, at once. Each reads the resource afresh and writes its status before the next starts,
-so none computes from a status older than the one written before it. And the Events a status
-change posts.
+"""The controller's ordering rules: keys coalesce, a resource is never reconciled by two workers at
+once, a change that comes during a reconcile is not lost, requeues keep the earliest wake-up,
+failures back off; and the Events a status change posts.
 
-The API server here is a stand-in (`Server`): the faults under test are orderings of concurrent
-handlers, which a real server cannot be made to produce on demand. The real-server tests
-(test_operator, test_rollout) run the same code against kube-apiserver."""
+These are orderings of the work queue and the cache in one process (pure asyncio); the real-server
+tests (test_operator, test_status_writes, test_operator_scale) run the same controller against
+kube-apiserver."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
 
 import pytest
 
-from scorestream.operator import reconciler, status
+from scorestream.operator import controller, reconciler, status
 from scorestream.operator import spec as s
+from scorestream.operator.cache import Cache, Key, owner_key
 from scorestream.operator.conditions import Reason
-from scorestream.operator.kube import Conflict
 from scorestream.operator.settings import OperatorConfig
+from scorestream.operator.workqueue import Backoff, ShutDown, WorkQueue
 
 
-class Server:
-    """Resources by name, their status written by JSON merge patch with the resourceVersion the
-    writer read (409 where it changed since), each call a scheduling point."""
-
-    def __init__(self, *names, status=None):
-        self.objects = {n: resource(n, status) for n in names}
-        self.writes = []
-
-    async def get(self, api_version, kind, namespace, name):
-        await asyncio.sleep(0)
-        obj = self.objects.get(name)
-        return None if obj is None else {**obj, "metadata": dict(obj["metadata"]), "status": dict(obj.get("status") or {})}
-
-    async def patch_status(self, api_version, kind, namespace, name, patch, resource_version=None):
-        await asyncio.sleep(0)
-        obj = self.objects[name]
-        if resource_version is not None and resource_version != obj["metadata"]["resourceVersion"]:
-            raise Conflict(409, "the object has been modified")
-        self.writes.append((name, patch))
-        merged = {**(obj.get("status") or {}), **patch}
-        obj["status"] = {k: v for k, v in merged.items() if v is not None}
-        self.touch(name)
-        return obj
-
-    def touch(self, name):
-        meta = self.objects[name]["metadata"]
-        meta["resourceVersion"] = str(int(meta["resourceVersion"]) + 1)
+def resource(name: str, rv: str = "1", generation: int = 1) -> dict:
+    return {"apiVersion": s.API_VERSION, "kind": s.KIND,
+            "metadata": {"name": name, "namespace": "ml", "uid": f"uid-{name}", "resourceVersion": rv,
+                         "generation": generation}, "spec": {}}
 
 
-def counted(previous, trigger):
-    """A status saying which trigger wrote it and how many reconciles it has seen (in observedGeneration)."""
-    return s.ModelServingStatus(phase="Running", selector=trigger, observedGeneration=previous.observed_generation + 1)
+async def test_a_burst_of_adds_is_one_key_and_a_key_in_work_goes_to_no_second_worker():
+    q: WorkQueue[str] = WorkQueue()
+    for _ in range(10):
+        q.add("a")
+    q.add("b")
+    assert len(q) == 2
+    first = await q.get()
+    q.add(first)  # changed while being reconciled: not handed out now ...
+    assert await q.get() == "b" and len(q) == 0
+    q.done("b")
+    assert len(q) == 0
+    q.done(first)  # ... but again once its reconcile is done
+    assert len(q) == 1 and await q.get() == "a"
+
+
+async def test_a_requeue_keeps_the_earliest_wake_up():
+    q: WorkQueue[str] = WorkQueue()
+    q.add_after("a", 0.2)
+    q.add_after("a", 30)  # later: the 0.2 s wake-up stands
+    q.add_after("a", 0.05)  # earlier: replaces it
+    assert await asyncio.wait_for(q.get(), 1) == "a"
+    q.done("a")
+    await asyncio.sleep(0.3)
+    assert len(q) == 0, "the replaced wake-up did not fire as well"
+    q.add_after("a", 0.1)
+    q.add("a")
+    assert await q.get() == "a"  # handed out before its wake-up: the wake-up is dropped
+    q.done("a")
+    await asyncio.sleep(0.2)
+    assert len(q) == 0
+
+
+async def test_failures_back_off_exponentially_and_success_resets():
+    q: WorkQueue[str] = WorkQueue(Backoff(first=0.5, cap=4))
+    assert [q.retry("a") for _ in range(5)] == [0.5, 1, 2, 4, 4]
+    q.forget("a")
+    assert q.retry("a") == 0.5
+    q.shut_down()
+
+
+async def test_shut_down_wakes_waiting_workers():
+    q: WorkQueue[str] = WorkQueue()
+    waiting = asyncio.ensure_future(q.get())
+    await asyncio.sleep(0)
+    q.shut_down()
+    with pytest.raises(ShutDown):
+        await asyncio.wait_for(waiting, 1)
+
+
+def test_the_cache_keeps_the_newer_version_and_says_what_is_news():
+    cache = Cache()
+    assert cache.put(resource("a", "5"))
+    assert not cache.put(resource("a", "5")), "the watch event of the operator's own write"
+    assert not cache.put(resource("a", "4")), "an older version does not replace a newer one"
+    assert cache.resource(Key("ml", "a"))["metadata"]["resourceVersion"] == "5"
+    made_again = resource("a", "2")
+    made_again["metadata"]["uid"] = "uid-a2"
+    assert cache.put(made_again), "another object of the same name"
+    child = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+        "name": "a-job", "namespace": "ml", "uid": "c", "resourceVersion": "9",
+        "ownerReferences": [{"kind": s.KIND, "name": "a", "controller": True, "uid": "uid-a2"}]}}
+    assert owner_key(child) == Key("ml", "a")
+    cache.put(child)
+    cache.delete(child)
+    assert cache.get("v1", "ConfigMap", "ml", "a-job") is None
 
 
 @pytest.fixture
-def runs(monkeypatch):
-    """reconciler._reconcile replaced by a slow step that records when it ran and what it read,
-    and returns a status counting the reconciles it has seen."""
-    record = []
+def turns(monkeypatch):
+    """reconciler.reconcile replaced by a slow step that records when it ran; returns the
+    recording and the controller (2 workers)."""
+    record: list[tuple[str, Key]] = []
 
-    async def slow(ctx, body, previous, logger, trigger, child=None):
-        uid = body["metadata"]["uid"]
-        record.append(("start", uid, trigger, body.get("status")))
+    async def slow(ctx, key):
+        record.append(("start", key))
         await asyncio.sleep(0.05)
-        record.append(("end", uid, trigger, None))
-        return counted(previous, trigger)
+        record.append(("end", key))
+        return 60.0
 
-    monkeypatch.setattr(reconciler, "_reconcile", slow)
-    return record
-
-
-def resource(uid, status=None):
-    body = {"metadata": {"name": uid, "namespace": "ml", "uid": uid, "resourceVersion": "1"}, "spec": {}}
-    return body if status is None else {**body, "status": status}
+    monkeypatch.setattr(reconciler, "reconcile", slow)
+    ctx = reconciler.Context(kube=None, config=OperatorConfig(allNamespaces=True))  # the stand-in reconcile calls nothing
+    made = controller.Controller(ctx, workers=2, debounce=0)
+    return record, made
 
 
-def overlapped(record):
-    """Whether a reconcile started while another of the same resource was running."""
-    running = {}
-    for what, uid, *_ in record:
-        running[uid] = running.get(uid, 0) + (1 if what == "start" else -1)
-        if running[uid] > 1:
+def overlapped(record) -> bool:
+    running: dict[Key, int] = {}
+    for what, key in record:
+        running[key] = running.get(key, 0) + (1 if what == "start" else -1)
+        if running[key] > 1:
             return True
     return False
 
 
-def context(server):
-    return reconciler.Context(kube=server, config=OperatorConfig(allNamespaces=True))
+async def test_ten_events_in_a_burst_make_one_reconcile_and_one_resource_is_never_reconciled_twice_at_once(turns):
+    record, ctl = turns
+    ctl.start()
+    for rv in range(1, 11):
+        ctl.resource_event("MODIFIED", resource("a", str(rv)))
+    ctl.resource_event("MODIFIED", resource("b"))
+    await asyncio.sleep(0.02)  # both workers busy, one with each resource
+    for rv in range(11, 15):  # changes during a's reconcile: one more reconcile after it
+        ctl.resource_event("MODIFIED", resource("a", str(rv)))
+    await asyncio.sleep(0.3)
+    await ctl.stop()
+    starts = [key for what, key in record if what == "start"]
+    assert starts.count(Key("ml", "a")) == 2 and starts.count(Key("ml", "b")) == 1
+    assert record[:2] == [("start", Key("ml", "a")), ("start", Key("ml", "b"))], "different resources at once"
+    assert not overlapped(record)
 
 
-async def test_reconciles_of_one_resource_never_overlap(runs):
-    ctx = context(Server("a"))
-    await asyncio.gather(*(reconciler.reconcile(ctx, resource("a"), logging.getLogger(), trigger)
-                           for trigger in ("update", "timer", "child", "timer")))
-    assert len(runs) == 8 and not overlapped(runs)
+async def test_a_childs_event_queues_its_owner_and_the_operators_own_write_queues_nothing(turns):
+    record, ctl = turns
+    child = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {
+        "name": "a-driver", "namespace": "ml", "uid": "c", "resourceVersion": "3",
+        "ownerReferences": [{"kind": s.KIND, "name": "a", "controller": True, "uid": "uid-a"}]}}
+    ctl.ctx.cache.put(child)  # as the operator's apply stored its answer
+    ctl.child_event("MODIFIED", child)
+    assert len(ctl.queue) == 0
+    ctl.child_event("DELETED", child)
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "b-driver-0", "namespace": "ml", "uid": "p",
+                                                          "resourceVersion": "4",
+                                                          "labels": {"scorestream.dev/modelserving": "b"}}}
+    ctl.child_event("MODIFIED", pod)
+    assert {await ctl.queue.get(), await ctl.queue.get()} == {Key("ml", "a"), Key("ml", "b")}
 
 
-async def test_reconciles_of_different_resources_run_at_once(runs):
-    ctx = context(Server("a", "b"))
-    await asyncio.gather(*(reconciler.reconcile(ctx, resource(uid), logging.getLogger(), "timer") for uid in "ab"))
-    assert [(what, uid) for what, uid, *_ in runs[:2]] == [("start", "a"), ("start", "b")]
+async def test_events_within_the_debounce_of_the_first_make_one_turn(monkeypatch):
+    ctl = controller.Controller(reconciler.Context(kube=None, config=OperatorConfig(allNamespaces=True)), workers=1,
+                                debounce=0.1)
+    for rv in range(1, 6):
+        ctl.resource_event("MODIFIED", resource("a", str(rv)))
+        await asyncio.sleep(0.015)
+    assert len(ctl.queue) == 0, "not before the debounce"
+    assert await asyncio.wait_for(ctl.queue.get(), 1) == Key("ml", "a")
+    ctl.queue.done(Key("ml", "a"))
+    await asyncio.sleep(0.15)
+    assert len(ctl.queue) == 0, "one turn for the five"
 
 
-async def test_each_reconcile_starts_from_the_status_the_one_before_wrote(runs):
-    """The bodies kopf hands over are all from before the first reconcile; the third queued
-    would otherwise compute from that and write over the second's steps."""
-    server = Server("a", status={"phase": "Pending"})
-    ctx = context(server)
-    stale = resource("a", {"phase": "Pending"})
-    await asyncio.gather(*(reconciler.reconcile(ctx, stale, logging.getLogger(), trigger)
-                           for trigger in ("update", "timer", "timer")))
-    assert [(status or {}).get("observedGeneration") for what, *_, status in runs if what == "start"] == [None, 1, 2]
-    assert {k: server.objects["a"]["status"][k] for k in ("phase", "selector", "observedGeneration")} == \
-        {"phase": "Running", "selector": "timer", "observedGeneration": 3}
+async def test_a_failing_reconcile_is_retried_after_a_back_off(monkeypatch):
+    calls = []
+
+    async def failing(ctx, key):
+        calls.append(asyncio.get_running_loop().time())
+        raise RuntimeError("the API server said no")
+
+    monkeypatch.setattr(reconciler, "reconcile", failing)
+    ctl = controller.Controller(reconciler.Context(kube=None, config=OperatorConfig(allNamespaces=True)), workers=1,
+                                debounce=0)
+    ctl.queue.backoff = Backoff(first=0.1, cap=1)
+    ctl.start()
+    ctl.resource_event("ADDED", resource("a"))
+    await asyncio.sleep(0.45)
+    await ctl.stop()
+    gaps = [b - a for a, b in zip(calls, calls[1:])]
+    assert len(calls) == 3 and 0.09 < gaps[0] < gaps[1], gaps
 
 
-async def test_a_status_write_refused_as_stale_is_decided_again_from_the_newer_status(monkeypatch):
-    """Another writer (a second operator during a leader hand-over) writes between this
-    reconcile's read and its write: the write is refused (409), and the reconcile reads again and
-    computes from the newer status instead of writing over it."""
-    server = Server("a", status={"phase": "Pending"})
-    seen = []
+def test_the_next_look_is_the_rollout_poll_while_a_rollout_waits_else_the_observe_interval():
+    config = OperatorConfig(allNamespaces=True, observeInterval=10, rolloutPoll=1)
 
-    async def raced(ctx, body, previous, logger, trigger, child=None):
-        seen.append(previous.observed_generation)
-        if len(seen) == 1:  # the other writer's status lands while this one decides
-            server.objects["a"]["status"] = {"phase": "Running", "observedGeneration": 5}
-            server.touch("a")
-        return counted(previous, trigger)
+    def with_model_ready(reason):
+        return s.ModelServingStatus(conditions=[s.Condition(type="ModelReady", status="False", reason=reason,
+                                                            lastTransitionTime="2026-01-01T00:00:00Z")])
 
-    monkeypatch.setattr(reconciler, "_reconcile", raced)
-    new = await reconciler.reconcile(context(server), resource("a"), logging.getLogger(), "timer")
-    assert seen == [0, 5] and new.observed_generation == 6
-    assert server.objects["a"]["status"]["observedGeneration"] == 6 and len(server.writes) == 1
-
-
-async def test_an_unchanged_status_is_not_written(monkeypatch):
-    server = Server("a", status={"phase": "Running"})
-
-    async def same(ctx, body, previous, logger, trigger, child=None):
-        return previous
-
-    monkeypatch.setattr(reconciler, "_reconcile", same)
-    await reconciler.reconcile(context(server), resource("a"), logging.getLogger(), "timer")
-    assert server.writes == []
+    assert reconciler.next_look(config, {}, with_model_ready(Reason.CANARY_ANALYSIS)) == 1
+    assert reconciler.next_look(config, {"model": {"name": "m"}}, with_model_ready(Reason.NO_MODEL)) == 1
+    assert reconciler.next_look(config, {}, with_model_ready(Reason.NO_MODEL)) == 10
+    assert reconciler.next_look(config, {}, s.ModelServingStatus()) == 10
 
 
 async def test_a_field_the_new_status_drops_is_removed():
     assert status.merge_patch({"upgrade": {"phase": "Upgrading"}, "phase": "Running"}, {"phase": "Running"}) \
         == {**{k: None for k in status.STATUS_FIELDS if k != "phase"}, "phase": "Running"}
-
-
-async def test_a_childs_repair_writes_no_status(runs):
-    server = Server("a", status={"phase": "Pending"})
-    ctx = context(server)
-    await reconciler.reconcile(ctx, resource("a"), logging.getLogger(), "child")
-    assert server.writes == [] and server.objects["a"]["status"] == {"phase": "Pending"}
-
-
-async def test_a_resource_gone_or_made_again_is_not_reconciled(runs):
-    server = Server("a")
-    ctx = context(server)
-    assert await reconciler.reconcile(ctx, resource("b"), logging.getLogger(), "timer") is None
-    server.objects["a"]["metadata"]["uid"] = "a2"  # deleted, and another of its name made
-    assert await reconciler.reconcile(ctx, resource("a"), logging.getLogger(), "timer") is None
-    assert runs == [] and server.writes == []
 
 
 def test_events_are_posted_for_changed_conditions_warnings_only_for_failures():

@@ -3,8 +3,9 @@ so a write computed from a status that changed since is refused (409) and decide
 newer one, whoever wrote that (a second operator during a leader hand-over, a handler's turn).
 
 The reconciles run in this process, as two operators would (each its own client with the chart's
-ServiceAccount token, its own per-resource lock); the interleaving that loses a write is caused
-by holding one writer's request until the other's has landed. The API server's answers are real.
+ServiceAccount token, its own watch cache, filled here by a read where a watch would fill it); the
+interleaving that loses a write is caused by holding one writer's request until the other's has
+landed. The API server's answers are real.
 """
 
 from __future__ import annotations
@@ -13,13 +14,11 @@ import asyncio
 import copy
 import logging
 
-import kopf
-import pytest
 import pytest_asyncio
-from kopf._core.engines import posting
 
-from scorestream.operator import publish, reconciler, rollout
+from scorestream.operator import publish, reconciler, rollout, status
 from scorestream.operator import spec as s
+from scorestream.operator.cache import Key
 from scorestream.operator.kube import Conflict, Kube
 
 from harness.fake_job import model_info
@@ -29,21 +28,12 @@ LOG = logging.getLogger("test_status_writes")
 T0 = 1.7e9
 
 
-@pytest.fixture(autouse=True)
-def no_events():
-    """kopf's Event posting runs inside kopf; these reconciles run outside it: nothing is posted."""
-    settings = kopf.OperatorSettings()
-    settings.posting.enabled = False
-    token = posting.settings_var.set(settings)
-    yield
-    posting.settings_var.reset(token)
-
-
 class Writer:
-    """One operator's reconciler: its own API client, its own locks; every status write it sent,
+    """One operator's reconciler: its own API client, its own cache; every status write it sent,
     with the API server's answer (a Conflict, or None where it was written)."""
 
     def __init__(self, api, job):
+        self.api = api
         installation = api.installation
         token = api.cluster.token(installation.namespace, installation.service_account)
         config = operator_config(api, endpointTemplate=job.url, manageTopics=False)
@@ -66,8 +56,16 @@ class Writer:
 
         self.ctx.kube.patch_status = patch_status
 
-    async def reconcile(self, body, trigger):
-        return await reconciler.reconcile(self.ctx, body, LOG, trigger)
+    async def reconcile(self, body):
+        """One turn as the controller takes it: the resource as a watch event would bring it, then
+        reconciles until one is not refused (a refused write reads the resource again, and the
+        controller queues the key again at once)."""
+        key = Key(self.api.ns, body["metadata"]["name"])
+        self.ctx.cache.put(obj(self.api, MS, key.name))
+        for _ in range(4):
+            if await reconciler.reconcile(self.ctx, key) != 0:
+                return status.parse(self.ctx.cache.resource(key).get("status"))
+        raise AssertionError("still refused after 4 turns")
 
     async def close(self):
         await self.ctx.close()
@@ -103,18 +101,18 @@ def write_status(api, status: dict) -> dict:
 async def test_two_operators_race_on_one_status_and_the_stale_write_is_refused(api, job, writers):
     a, b = writers
     body = await apply(api, serving())
-    first = await b.reconcile(body, "create")
+    first = await b.reconcile(body)
     assert first is not None and first.model.current.name == "wine-tree"
 
     # A reads, decides on the job's report of lag 7; before its write goes out, B reads the job
     # saying 11 and writes that.
     async def b_first():
         job.lag = 11
-        await b.reconcile(body, "timer")
+        await b.reconcile(body)
 
     job.lag = 7
     a.before_write = b_first
-    new = await a.reconcile(body, "timer")
+    new = await a.reconcile(body)
     assert [type(x) for x in b.answers[-1:]] == [type(None)], "B's write landed"
     assert isinstance(a.answers[0], Conflict) and a.answers[0].status == 409, a.answers
     # A read again and decided again from B's status (the job says 11 now): nothing it wrote since was refused.
@@ -149,14 +147,14 @@ async def test_a_rollouts_figures_survive_a_timer_and_a_handler_firing_together(
             "candidate": {"name": "wine-linear", "version": "2", "records": 400, "errors": 0, "meanMs": 0.02}}}})
 
     a.before_write = promoting_turn_lands
-    new = await a.reconcile(body, "timer")
+    new = await a.reconcile(body)
     assert isinstance(a.answers[0], Conflict), "the timer's write from the older trial was refused"
     assert a.answers[1:] == [None], "... and the status decided again was written"
     done = obj(api, MS, "wine")["status"]["model"]["rollout"]
     assert done["phase"] == "Promoted" and done["candidate"]["records"] == 400, done
     assert new.model.rollout.candidate.records == 400 and new.model.published == main_id
 
-    # Within one operator the timer and the handler take turns: neither reads before the other wrote.
-    results = await asyncio.gather(a.reconcile(body, "timer"), a.reconcile(body, "update"))
+    # Two more turns at once: whichever writes second was decided from what the first wrote.
+    results = await asyncio.gather(a.reconcile(body), a.reconcile(body))
     assert all(r.model.rollout.phase == "Promoted" and r.model.rollout.candidate.records == 400 for r in results)
     assert [x for x in a.answers[2:] if x is not None] == []

@@ -260,7 +260,7 @@ class ControlPlane:
             self._spawn("kwok", f"--kubeconfig={cfg}", "--manage-all-nodes=false",
                         "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                         "--cidr=10.0.1.0/24", "--node-ip=127.0.0.1", "--server-address=127.0.0.1:0")
-            self.create(_node())
+            self.create(kwok_node())
             self._wait(lambda: node_ready(self.get(f"/api/v1/nodes/{NODE}")), timeout, f"node {NODE} Ready")
         self._wait(lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default") is not None, timeout,
                    "the default ServiceAccount")
@@ -419,11 +419,12 @@ def collection_path(obj: dict) -> str:
     return f"{prefix}/namespaces/{ns}/{plural}" if ns else f"{prefix}/{plural}"
 
 
-def _node() -> dict:
+def kwok_node(name: str = NODE) -> dict:
+    """A node kwok plays (its annotation): 64 CPUs, 256 GiB, 110 pods."""
     capacity = {"cpu": "64", "memory": "256Gi", "pods": "110", "ephemeral-storage": "100Gi"}
     return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": NODE, "annotations": {"kwok.x-k8s.io/node": "fake"},
-                         "labels": {"kubernetes.io/hostname": NODE, "kubernetes.io/os": "linux",
+            "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"},
+                         "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
                                     "kubernetes.io/arch": "amd64", "type": "kwok"}},
             "status": {"allocatable": capacity, "capacity": capacity}}
 

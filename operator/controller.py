@@ -1,0 +1,145 @@
+"""The controller: watch events fill the cache and queue keys; a bounded pool of workers reconciles them.
+
+controller-runtime's shape. An event only stores its object and queues the key of the
+ModelServing it concerns (the resource itself, the owner of a child, the resource a driver pod
+runs); the work queue coalesces keys and never hands one to two workers at once; a worker calls
+`reconciler.reconcile(key)` and queues the key again after the delay it returns (the job's poll),
+or after a back-off where it failed. Nothing runs per resource but what is queued: a thousand
+resources at rest are a thousand pending wake-ups, not a thousand timers or tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from scorestream import naming
+from scorestream.operator import reconciler
+from scorestream.operator.cache import Key, owner_key
+from scorestream.operator.kube import KubeError, path
+from scorestream.operator.workqueue import ShutDown, WorkQueue
+
+LOG = logging.getLogger(__name__)
+Body = dict[str, Any]
+
+MANAGED = {"app.kubernetes.io/managed-by": "scorestream-operator"}
+# Only the driver pods: the executors' are the job's (Spark's) own.
+DRIVER_PODS = {**MANAGED, "app.kubernetes.io/component": "driver"}
+# (apiVersion, kind) of every child the operator renders; their events repair them.
+CHILD_KINDS = [("v1", "ConfigMap"), ("v1", "ServiceAccount"), ("v1", "Service"),
+               ("rbac.authorization.k8s.io/v1", "Role"), ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+               ("apps/v1", "StatefulSet"), ("networking.k8s.io/v1", "NetworkPolicy")]
+
+
+def _selector(labels: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+
+
+def pod_key(pod: Body) -> Key | None:
+    """The ModelServing a driver pod runs (its StatefulSet, not the resource, owns it)."""
+    meta = pod.get("metadata", {})
+    name = (meta.get("labels") or {}).get(naming.MODELSERVING_LABEL)
+    return Key(meta.get("namespace", ""), name) if name else None
+
+
+# Events are taken together for this long after the first: a burst of edits (a Helm upgrade, an
+# Argo CD sync, a script patching in a loop) and the child events of one change make one reconcile,
+# and a burst of up to twice this long at most two.
+DEBOUNCE = 0.5
+
+
+class Controller:
+    def __init__(self, ctx: reconciler.Context, workers: int, debounce: float = DEBOUNCE) -> None:
+        self.ctx = ctx
+        self.queue: WorkQueue[Key] = WorkQueue()
+        self.workers, self.debounce = workers, debounce
+        self._tasks: list[asyncio.Task] = []
+
+    # --- the event source's side ---------------------------------------------------------------
+
+    def resource_event(self, type_: str | None, body: Body) -> None:
+        """A ModelServing's watch event."""
+        meta = body.get("metadata", {})
+        key = Key(meta.get("namespace", ""), meta.get("name", ""))
+        if type_ == "DELETED":
+            self.ctx.cache.delete(body)
+            self.queue.drop(key)
+            self.ctx.forget(key, meta.get("uid"))
+        elif self.ctx.cache.put(body):
+            self.queue.add_after(key, self.debounce)
+
+    def child_event(self, type_: str | None, body: Body) -> None:
+        """A watch event of a child or a driver pod: its resource is looked at (a deleted or edited
+        child repaired, a crash-looping driver reported)."""
+        key = pod_key(body) if body.get("kind") == "Pod" else owner_key(body)
+        if type_ == "DELETED":
+            self.ctx.cache.delete(body)
+        elif not self.ctx.cache.put(body):
+            return  # the operator's own write, stored already
+        if key is not None:
+            self.queue.add_after(key, self.debounce)
+
+    async def prime(self, namespaces: list[str] | None) -> None:
+        """List the children and driver pods into the cache before the first reconcile (an
+        informer's initial sync): a reconcile must not take a child it has not seen yet for a
+        missing one. `namespaces`: None for all."""
+        kinds = [(a, k, MANAGED) for a, k in CHILD_KINDS] + [("v1", "Pod", DRIVER_PODS)]
+        for api_version, kind, labels in kinds:
+            for ns in namespaces if namespaces is not None else [None]:
+                url = path(api_version, kind, ns) if ns else _cluster_path(api_version, kind)
+                status, data = await self.ctx.kube.request("GET", f"{url}?labelSelector={_selector(labels)}")
+                if status >= 300:
+                    raise KubeError(status, data.get("message", ""))
+                list_kind = data.get("kind", "").removesuffix("List") or kind
+                for item in data.get("items", []):
+                    item.setdefault("apiVersion", data.get("apiVersion", api_version))
+                    item.setdefault("kind", list_kind)
+                    self.ctx.cache.put(item)
+
+    # --- the workers ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._work(), name=f"reconcile-worker-{i}") for i in range(self.workers)]
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Let the reconciles in flight finish (for at most `timeout` seconds), then stop."""
+        self.queue.shut_down()
+        if self._tasks:
+            _, pending = await asyncio.wait(self._tasks, timeout=timeout)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _work(self) -> None:
+        while True:
+            try:
+                key = await self.queue.get()
+            except ShutDown:
+                return
+            started = time.monotonic()
+            try:
+                delay = await reconciler.reconcile(self.ctx, key)
+                LOG.debug("reconciled %s in %.3f s; next look in %s s", key, time.monotonic() - started, delay)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # Unexpected: logged whole, and tried again after a back-off that grows with
+                # each failure, so a resource that always fails costs little.
+                LOG.exception("reconciling %s failed; retrying in %.1f s", key, self.queue.retry(key))
+            else:
+                self.queue.forget(key)
+                if delay is None:
+                    self.queue.drop(key)
+                else:
+                    self.queue.add_after(key, delay)
+            finally:
+                self.queue.done(key)
+
+
+def _cluster_path(api_version: str, kind: str) -> str:
+    """The collection of `kind` in every namespace."""
+    namespaced = path(api_version, kind, "-")
+    return namespaced.replace("/namespaces/-", "")

@@ -1,0 +1,84 @@
+"""Kubernetes Events about a ModelServing (`kubectl describe ms` shows them), posted in the background.
+
+A reconcile asks for an Event and goes on: one task posts them in order, so a slow or failing API
+server delays no reconcile, and the queue is bounded (the oldest is dropped, and said so in the
+log), so a flood of transitions cannot fill the operator's memory. kopf posts its Events from the
+handlers' own context, which the operator's workers do not run in; this is the same POST.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from typing import Any
+
+from scorestream.operator import clock
+from scorestream.operator.kube import Kube, KubeError, path
+
+LOG = logging.getLogger(__name__)
+COMPONENT = "scorestream-operator"
+MAX_MESSAGE = 1000
+MAX_QUEUED = 1000
+
+
+def event(body: dict[str, Any], type_: str, reason: str, message: str, now: str) -> dict[str, Any]:
+    """The core/v1 Event about `body` (a ModelServing)."""
+    meta = body["metadata"]
+    return {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+        "involvedObject": {"apiVersion": body.get("apiVersion"), "kind": body.get("kind"), "name": meta["name"],
+                           "namespace": meta["namespace"], "uid": meta.get("uid")},
+        "type": type_, "reason": reason, "message": message[:MAX_MESSAGE],
+        "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
+        "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+    }
+
+
+class Recorder:
+    def __init__(self, kube: Kube, max_queued: int = MAX_QUEUED) -> None:
+        self.kube = kube
+        self._queue: collections.deque[dict[str, Any]] = collections.deque(maxlen=max_queued)
+        self._more = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self.dropped = 0
+
+    def info(self, body: dict[str, Any], reason: str, message: str) -> None:
+        self._post(body, "Normal", reason, message)
+
+    def warn(self, body: dict[str, Any], reason: str, message: str) -> None:
+        self._post(body, "Warning", reason, message)
+
+    def _post(self, body: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        if len(self._queue) == self._queue.maxlen:
+            self.dropped += 1
+            LOG.warning("more than %d Events waiting to be posted: the oldest is dropped", self._queue.maxlen)
+        self._queue.append(event(body, type_, reason, message, clock.now_text()))
+        self._more.set()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="events")
+
+    async def _run(self) -> None:
+        while True:
+            while self._queue:
+                ev = self._queue.popleft()
+                try:
+                    status, data = await self.kube.request("POST", path("v1", "Event", ev["metadata"]["namespace"]), ev)
+                    if status >= 300:
+                        raise KubeError(status, data.get("message", ""))
+                except Exception as e:  # an Event is a courtesy: the status says the same
+                    LOG.warning("could not post the Event %s about %s/%s: %s", ev["reason"],
+                                ev["metadata"]["namespace"], ev["involvedObject"]["name"], e)
+            self._more.clear()
+            await self._more.wait()
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Post what is queued (for at most `timeout` seconds), then stop."""
+        if self._task is None:
+            return
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self._queue and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.05)
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
