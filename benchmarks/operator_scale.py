@@ -317,9 +317,9 @@ def audit_calls(kube: ControlPlane, subject: str) -> list[tuple[float, str, str]
     return out
 
 
-# The chart's election with shorter times than client-go's 15/10/2 s: a follower takes over once the
-# dead leader's Lease is this many seconds old.
-ELECTION = {"namespace": "scorestream-system", "leaseDuration": 8, "renewDeadline": 6, "retryPeriod": 1}
+# The chart's election (client-go's 15/10/2 s): a follower takes over once the dead leader's Lease
+# is leaseDuration old.
+ELECTION = {"namespace": "scorestream-system", "leaseDuration": 15, "renewDeadline": 10, "retryPeriod": 2}
 
 
 def start_operator(tree: Path, work: Path, installed: Installation, job_url: str, metrics_port: int,
@@ -337,7 +337,8 @@ def start_operator(tree: Path, work: Path, installed: Installation, job_url: str
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-c", launch, str(work / f"{name}.yaml")], stdout=out,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                env=tree_env(tree, work, KUBECONFIG=str(installed.kubeconfig)))
+                                env=tree_env(tree, work, KUBECONFIG=str(installed.kubeconfig)),
+                                cwd=work)  # not this checkout: `python -c` puts the cwd before PYTHONPATH
     deadline = time.monotonic() + 90
     while wait:
         if proc.poll() is not None:
@@ -397,7 +398,7 @@ async def run_tree(label: str, tree: Path, args: argparse.Namespace, namespaces:
                 api.namespace(f"scale-{i}")
             create_topics(broker.bootstrap, {DATA: 1})
             doubles = subprocess.Popen([sys.executable, "-c", DOUBLES], stdout=subprocess.PIPE, text=True,
-                                       stderr=open(work / "doubles.log", "wb"), start_new_session=True,
+                                       stderr=open(work / "doubles.log", "wb"), start_new_session=True, cwd=work,
                                        env=tree_env(tree, work, BENCH_KUBE_SERVER=kube.server,
                                                     BENCH_KUBE_CA=str(kube.dir / "ca.crt"),
                                                     BENCH_KUBE_CERT=str(kube.dir / "admin.crt"),

@@ -33,6 +33,8 @@ class Reason(StrEnum):
     TOPICS_NOT_READY = "TopicsNotReady"  # KafkaTopics Strimzi has not made Ready yet
     KAFKA_CREDENTIALS_MISSING = "KafkaCredentialsMissing"  # a Secret or key spec.kafka names
     KAFKA_UNREACHABLE = "KafkaUnreachable"  # no broker answered within the reconcile's Kafka budget
+    # The job finds partitions with fewer in-sync replicas than min.insync.replicas (job_http.KafkaError)
+    NOT_ENOUGH_REPLICAS = "NotEnoughReplicas"
     UPGRADING = "Upgrading"
     UPGRADE_FAILED = "UpgradeFailed"
     UPGRADE_ROLLED_BACK = "UpgradeRolledBack"

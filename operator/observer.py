@@ -112,7 +112,10 @@ def job_report_from(ready: job_http.Readiness, stats: job_http.Stats, models: jo
                                  if info.candidate is not None},
                      lag=totals.lag, executors=totals.executors, rejected=_rejections(models.rejected),
                      executor_target=totals.executorTarget, live_scaling=totals.liveScaling,
-                     input_rate=totals.inputRate, per_executor_rate=totals.processingRatePerExecutor)
+                     input_rate=totals.inputRate, per_executor_rate=totals.processingRatePerExecutor,
+                     kafka_errors=[e.model_copy(update={"message": e.message[:300], "topic": e.topic[:249],
+                                                        "partitions": e.partitions[:100]})
+                                   for e in stats.kafkaErrors[:20]])
 
 
 def _running(info: job_http.ModelFigures) -> Running:

@@ -76,6 +76,7 @@ class JobReport(BaseModel):
     live_scaling: bool | None = None  # whether its cluster manager changes executors live
     input_rate: float | None = None  # records/s arriving on the data topic
     per_executor_rate: float | None = None  # records per busy second of one executor
+    kafka_errors: list[job_http.KafkaError] = Field(default_factory=list)  # the cluster's, as the job finds them
 
 
 @dataclass
@@ -278,6 +279,19 @@ def _failing(phase: s.Phase, reason: Reason, message: str, degraded: Reason | No
     return Health(phase, fails, fails, Finding("True", degraded or reason, message))
 
 
+# The topics the job writes: while one is short of in-sync replicas, the job cannot make progress.
+WRITTEN_ROLES = ("output", "deadLetter", "internal")
+
+
+def under_replicated(job: JobReport) -> tuple[bool, str] | None:
+    """Whether the job reports topics with fewer in-sync replicas than their min.insync.replicas:
+    (whether one is a topic it writes, what it says), or None."""
+    short = [e for e in job.kafka_errors if e.code == "NOT_ENOUGH_REPLICAS"]
+    if not short:
+        return None
+    return any(e.role in WRITTEN_ROLES for e in short), "; ".join(e.message for e in short)[:1000]
+
+
 def _job_health(observed: Observed) -> Health:
     spec, driver, job = observed.spec, observed.driver, observed.job
     crashing = driver.waiting_reason in CRASH_REASONS or (driver.restarts >= 3 and not driver.ready)
@@ -307,7 +321,15 @@ def _job_health(observed: Observed) -> Health:
     if job.error:
         # Another release's job, most likely: its figures cannot be trusted for any decision.
         return _failing("Degraded", Reason.JOB_ANSWER_INVALID, job.error)
+    short = under_replicated(job)
+    if short is not None and short[0]:
+        # Its writes are refused until the replicas are back: it serves nothing meanwhile, and
+        # loses nothing (what is not written is not committed). A restart would not help.
+        return _failing("Degraded", Reason.NOT_ENOUGH_REPLICAS, short[1])
     if driver.ready and job.ready:
+        if short is not None:  # its reads go on; another producer's writes to the topic do not
+            return Health("Running", Finding("True", Reason.SERVING, "the job is scoring records"),
+                          Finding("False", Reason.STABLE), Finding("True", Reason.NOT_ENOUGH_REPLICAS, short[1]))
         return Health("Running", Finding("True", Reason.SERVING, "the job is scoring records"),
                       Finding("False", Reason.STABLE), Finding("False", Reason.HEALTHY))
     if not driver.exists:

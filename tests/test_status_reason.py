@@ -60,3 +60,28 @@ def test_kafka_topics_no_longer_ready_leave_a_running_driver_running():
     degraded = next(c for c in body["status"]["conditions"] if c["type"] == "Degraded")
     assert (degraded["status"], degraded["reason"]) == ("True", "TopicsNotReady")
     assert not status.recorded(body).kafka_waiting
+
+
+def short_of_replicas(role: str) -> dict:
+    """The job's report (job_http.Stats.kafkaErrors) of a topic with fewer in-sync replicas than its minimum."""
+    from scorestream.api import job_http
+
+    error = job_http.KafkaError(code="NOT_ENOUGH_REPLICAS", topic="predictions", role=role, partitions=[0],
+                                inSyncReplicas=1, minInSyncReplicas=2, since=1.7e9,
+                                message="predictions: 1 of 2 in-sync replicas on partition 0")
+    return dict(RUNNING, job=RUNNING["job"].model_copy(update={"kafka_errors": [error]}))
+
+
+def test_a_topic_the_job_writes_short_of_in_sync_replicas_is_degraded_not_ready_and_clears_when_they_are_back():
+    st = computed(PMML, **short_of_replicas("output"))["status"]
+    ready, degraded = (next(c for c in st["conditions"] if c["type"] == t) for t in ("Ready", "Degraded"))
+    assert (st["phase"], st["reason"]) == ("Degraded", "NotEnoughReplicas")
+    assert ready["status"] == "False" and degraded["status"] == "True" and "1 of 2 in-sync" in degraded["message"]
+    back = computed(PMML, previous=st, **RUNNING)["status"]
+    assert (back["phase"], back["reason"]) == ("Running", "")
+
+
+def test_a_data_topic_short_of_in_sync_replicas_leaves_the_job_serving_and_degraded():
+    st = computed(PMML, **short_of_replicas("data"))["status"]
+    ready, degraded = (next(c for c in st["conditions"] if c["type"] == t) for t in ("Ready", "Degraded"))
+    assert ready["status"] == "True" and (degraded["status"], degraded["reason"]) == ("True", "NotEnoughReplicas")
