@@ -27,7 +27,7 @@ from confluent_kafka import Consumer, TopicPartition
 from harness.fixtures import Serving
 from harness.kraft_cluster import KraftCluster
 from harness.standalone import standalone_conf
-from harness.streaming import wait_until
+from harness.streaming import drained, wait_until
 from scorestream import naming
 from scorestream.tools.demo import feed, models
 
@@ -97,21 +97,14 @@ def positions(s, which: str) -> tuple[Counter, set]:
     versions: set = set()
     try:
         c.assign([TopicPartition(s.topics[which], 0, 0)])
-        idle = time.monotonic()
-        while time.monotonic() - idle < 3.0:
-            batch = c.consume(10000, timeout=0.5)
-            if batch:
-                idle = time.monotonic()
-            for m in batch:
-                if m.error():
-                    continue
-                if which == "out":
-                    o = json.loads(m.value())
-                    seen[o["source"]["offset"]] += 1
-                    versions.add((o["model"]["name"], o["model"]["version"]))
-                else:
-                    h = {k: v.decode() for k, v in m.headers() or []}
-                    seen[int(h["scorestream.source.offset"])] += 1
+        for m in drained(c):
+            if which == "out":
+                o = json.loads(m.value())
+                seen[o["source"]["offset"]] += 1
+                versions.add((o["model"]["name"], o["model"]["version"]))
+            else:
+                h = {k: v.decode() for k, v in m.headers() or []}
+                seen[int(h["scorestream.source.offset"])] += 1
     finally:
         c.close()
     return seen, versions

@@ -26,7 +26,7 @@ from scorestream import naming
 from scorestream.tools.demo import feed, models
 from harness.quota import producers_throttled
 from harness.standalone import standalone_conf
-from harness.streaming import Stream, wait_until
+from harness.streaming import Stream, drained, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -45,22 +45,15 @@ def read_committed_positions(s, which: str, isolation: str = "read_committed") -
         topic = s.topics[which]
         parts = c.list_topics(topic, timeout=10).topics[topic].partitions
         c.assign([TopicPartition(topic, p, 0) for p in parts])
-        idle = time.monotonic()
-        while time.monotonic() - idle < 3.0:
-            batch = c.consume(10000, timeout=0.5)
-            if batch:
-                idle = time.monotonic()
-            for m in batch:
-                if m.error():
-                    continue
-                if m.key() == b"zombie":
-                    seen[("zombie", m.partition())] += 1
-                elif which == "out":
-                    src = json.loads(m.value())["source"]
-                    seen[(src["partition"], src["offset"])] += 1
-                else:
-                    h = {k: v.decode() for k, v in m.headers() or []}
-                    seen[(int(h["scorestream.source.partition"]), int(h["scorestream.source.offset"]))] += 1
+        for m in drained(c):
+            if m.key() == b"zombie":
+                seen[("zombie", m.partition())] += 1
+            elif which == "out":
+                src = json.loads(m.value())["source"]
+                seen[(src["partition"], src["offset"])] += 1
+            else:
+                h = {k: v.decode() for k, v in m.headers() or []}
+                seen[(int(h["scorestream.source.partition"]), int(h["scorestream.source.offset"]))] += 1
     finally:
         c.close()
     return seen

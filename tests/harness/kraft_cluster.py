@@ -25,7 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from scorestream.tools.local.broker import JVM_OPTS, SERVER_SETTINGS, _tail, cluster_id, free_port, java, kafka_classpath, kafka_tool
+from scorestream.tools.local.broker import JVM_OPTS, SERVER_SETTINGS, _tail, cluster_id, free_port, java, kafka_classpath, \
+    kafka_tool, log4j2_properties
 
 HERE = Path(__file__).resolve().parent
 BROKERS = 3
@@ -150,21 +151,7 @@ class KraftCluster:
         }
         props = d / "server.properties"
         props.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
-        (d / "log4j2.properties").write_text(
-            "status = warn\n"
-            "appender.file.type = File\n"
-            "appender.file.name = file\n"
-            f"appender.file.fileName = {self.log(i)}\n"
-            "appender.file.append = true\n"
-            "appender.file.layout.type = PatternLayout\n"
-            "appender.file.layout.pattern = [%d] %p %m (%c)%n\n"
-            "rootLogger.level = INFO\n"
-            "rootLogger.appenderRef.file.ref = file\n"
-            "logger.state.name = state.change.logger\n"
-            "logger.state.level = WARN\n"
-            "logger.request.name = kafka.request.logger\n"
-            "logger.request.level = WARN\n"
-        )
+        (d / "log4j2.properties").write_text(log4j2_properties(self.log(i)))
         return props
 
     def _launch(self, i: int) -> None:

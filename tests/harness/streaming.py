@@ -74,3 +74,14 @@ def takeovers(outputs: list[dict]) -> list[tuple[str, str]]:
     batches' predictions (``models_by_batch``, which fails if a batch was scored by two)."""
     order = models_by_batch(outputs)
     return [m for i, m in enumerate(order) if i == 0 or order[i - 1] != m]
+
+
+def drained(consumer, idle: float = 3.0):
+    """Every record the consumer's assignment holds, until none has come for `idle` seconds (a
+    read_committed reader's count at a test's end); errors (end of partition) are skipped."""
+    last = time.monotonic()
+    while time.monotonic() - last < idle:
+        batch = consumer.consume(10000, timeout=0.5)
+        if batch:
+            last = time.monotonic()
+        yield from (m for m in batch if not m.error())

@@ -166,22 +166,7 @@ class EmbeddedBroker:
         }
         props = self.data_dir / "server.properties"
         props.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
-        # Everything to the one file, nothing to the console; Kafka's chatty loggers at WARN.
-        (self.data_dir / "log4j2.properties").write_text(
-            "status = warn\n"
-            "appender.file.type = File\n"
-            "appender.file.name = file\n"
-            f"appender.file.fileName = {log}\n"
-            "appender.file.append = true\n"
-            "appender.file.layout.type = PatternLayout\n"
-            "appender.file.layout.pattern = [%d] %p %m (%c)%n\n"
-            "rootLogger.level = INFO\n"
-            "rootLogger.appenderRef.file.ref = file\n"
-            "logger.state.name = state.change.logger\n"
-            "logger.state.level = WARN\n"
-            "logger.request.name = kafka.request.logger\n"
-            "logger.request.level = WARN\n"
-        )
+        (self.data_dir / "log4j2.properties").write_text(log4j2_properties(log))
         return props
 
     def _answers(self) -> bool:
@@ -223,6 +208,24 @@ class EmbeddedBroker:
 
 
 KafkaBroker = EmbeddedBroker
+
+
+def log4j2_properties(log: Path) -> str:
+    """A broker's logging: everything to the one file, nothing to the console; Kafka's chatty
+    loggers at WARN."""
+    return ("status = warn\n"
+            "appender.file.type = File\n"
+            "appender.file.name = file\n"
+            f"appender.file.fileName = {log}\n"
+            "appender.file.append = true\n"
+            "appender.file.layout.type = PatternLayout\n"
+            "appender.file.layout.pattern = [%d] %p %m (%c)%n\n"
+            "rootLogger.level = INFO\n"
+            "rootLogger.appenderRef.file.ref = file\n"
+            "logger.state.name = state.change.logger\n"
+            "logger.state.level = WARN\n"
+            "logger.request.name = kafka.request.logger\n"
+            "logger.request.level = WARN\n")
 
 
 def _signal_group(pgid: int, sig: int) -> None:
