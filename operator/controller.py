@@ -120,9 +120,20 @@ class Controller:
             except ShutDown:
                 return
             started = time.monotonic()
+            budget = self.ctx.config.reconcile_timeout
             try:
-                delay = await reconciler.reconcile(self.ctx, key)
+                async with asyncio.timeout(budget):
+                    delay = await reconciler.reconcile(self.ctx, key)
                 LOG.debug("reconciled %s in %.3f s; next look in %s s", key, time.monotonic() - started, delay)
+            except TimeoutError:
+                # One resource's turn never holds a worker longer than this: the others proceed.
+                retry = self.queue.retry(key)
+                LOG.warning("reconciling %s took over %.0f s: given up, retrying in %.1f s", key, budget, retry)
+                body = self.ctx.cache.resource(key)
+                if body is not None:
+                    self.ctx.events.warn(body, "ReconcileTimedOut",
+                                         f"a reconcile took over {budget:.0f} s (reconcileTimeout) and was given up;"
+                                         f" retrying in {retry:.0f} s")
             except asyncio.CancelledError:
                 raise
             except Exception:

@@ -75,6 +75,9 @@ class OperatorConfig(Strict):
     a Kafka call failed): the operator may only read Secrets by name, not watch them."""
     topics_recheck: float = Field(60.0, alias="topicsRecheck", ge=0)
     """Seconds a complete topic check is trusted before the brokers are asked again."""
+    reconcile_timeout: float = Field(120.0, alias="reconcileTimeout", ge=5, le=3600)
+    """Seconds one reconcile may take: past it, it is given up, the resource gets a Warning Event
+    (ReconcileTimedOut) and is tried again after a back-off, and its worker takes the next."""
     kafka_timeout: float = Field(3.0, alias="kafkaTimeout", ge=0.5, le=60)
     """Seconds one reconcile waits for Kafka at most, its topic check and model publishing
     together; brokers that do not answer in time make the resource Degraded (KafkaUnreachable)."""

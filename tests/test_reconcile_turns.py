@@ -218,3 +218,28 @@ def test_events_are_posted_for_changed_conditions_warnings_only_for_failures():
                cond("Degraded", "True", Reason.DRIVER_FAILING, "CrashLoopBackOff")]
     assert all(t.warning for t in status.transitions(settled, failing))
     assert status.transitions(failing, failing) == []
+
+
+async def test_a_reconcile_past_its_budget_is_given_up_and_the_worker_takes_the_next(monkeypatch):
+    """One tenant's slow turn (a broker, a job or an API server that hangs) holds one worker for
+    reconcileTimeout at most, and the resource says so in a Warning Event."""
+    done = []
+
+    async def hangs_for_a(ctx, key):
+        if key.name == "a":
+            await asyncio.sleep(3600)
+        done.append(key)
+        return 60.0
+
+    monkeypatch.setattr(reconciler, "reconcile", hangs_for_a)
+    config = OperatorConfig(allNamespaces=True, reconcileTimeout=5)
+    ctl = controller.Controller(reconciler.Context(kube=None, config=config), workers=1, debounce=0)
+    warned = []
+    ctl.ctx.events.warn = lambda body, reason, message: warned.append((body["metadata"]["name"], reason))
+    ctl.ctx.config = config.model_copy(update={"reconcile_timeout": 0.1})  # below the setting's floor, for the test
+    ctl.start()
+    ctl.resource_event("ADDED", resource("a"))
+    ctl.resource_event("ADDED", resource("b"))
+    await asyncio.sleep(0.4)
+    await ctl.stop()
+    assert done == [Key("ml", "b")] and warned == [("a", "ReconcileTimedOut")]
