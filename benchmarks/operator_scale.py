@@ -535,6 +535,16 @@ def rows(r: Result, n: int) -> dict[str, tuple[str, float | None]]:
     }
 
 
+async def finished(run) -> Result | None:
+    """A tree's run, or None where its resources did not all settle in time (said, and the other
+    tree and size still run): an operator that does not keep up at this size is a result too."""
+    try:
+        return await run
+    except TimeoutError as e:
+        print(f"    did not finish: {e}", flush=True)
+        return None
+
+
 def report(results: list[Result], n: int) -> None:
     tables = [rows(r, n) for r in results]
     head = ["", *(r.label for r in results)] + (["after / before"] if len(results) == 2 else [])
@@ -571,9 +581,13 @@ async def main(args: argparse.Namespace) -> None:
             total, namespaces = (int(x) for x in size.split(":"))
             results = []
             if before is not None:
-                results.append(await run_tree(f"before ({args.before})", before, args, namespaces, total // namespaces))
-            results.append(await run_tree(f"after ({args.after or 'this tree'})", after, args, namespaces,
-                                          total // namespaces))
+                results.append(await finished(run_tree(f"before ({args.before})", before, args, namespaces,
+                                                       total // namespaces)))
+            results.append(await finished(run_tree(f"after ({args.after or 'this tree'})", after, args, namespaces,
+                                                   total // namespaces)))
+            results = [r for r in results if r is not None]
+            if not results:
+                continue
             print(f"\n### {total} ModelServings in {namespaces} namespaces")
             report(results, total)
     finally:
