@@ -505,6 +505,13 @@ def ratio(after: float | None, before: float | None) -> str:
     return f"{after / before:.2f}×"
 
 
+def per_resource_at_rest(rest: Phase, n: int) -> float:
+    """API calls per resource and minute at rest, the leader election's (one Lease, whatever the
+    number of resources) aside."""
+    calls = sum(count for what, count in rest.verbs.items() if not what.endswith(" leases"))
+    return calls * 60 / rest.seconds / n
+
+
 def rows(r: Result, n: int) -> dict[str, tuple[str, float | None]]:
     c, rest, ch = r.phases["create"], r.phases["rest"], r.phases["change"]
     return {
@@ -530,6 +537,8 @@ def rows(r: Result, n: int) -> dict[str, tuple[str, float | None]]:
         "operator CPU s, create + change": (f"{c.cpu + ch.cpu:.1f}", c.cpu + ch.cpu),
         "API calls/min at rest (all)": (f"{rest.per_minute():,.0f}", rest.per_minute()),
         "API calls/min at rest per resource": (f"{rest.per_minute() / n:.1f}", rest.per_minute() / n),
+        "... of them for the resources (the leader's Lease aside)": (
+            f"{per_resource_at_rest(rest, n):.2f}", per_resource_at_rest(rest, n)),
         "API calls/min during the change (all)": (f"{ch.per_minute():,.0f}", ch.per_minute()),
         "API calls during the change per resource": (f"{ch.calls / n:.1f}", ch.calls / n),
     }
