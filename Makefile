@@ -100,9 +100,10 @@ bench: setup
 	$(BIN)/python benchmarks/throughput.py
 	$(MAKE) --no-print-directory bench-operator
 
-# 100 ModelServings on the tests' API server, for this tree's operator and the one before the redesign.
+# 100, then 1,000 ModelServings on the tests' API server, for this tree's operator and the one before
+# the work queue (ADR 31), side by side; each ends with a leader's kill beside a follower.
 bench-operator: setup
-	$(BIN)/python benchmarks/operator_scale.py
+	$(BIN)/python benchmarks/operator_scale.py --failover
 
 node-packages:
 	@command -v buildah >/dev/null 2>&1 && command -v containerd >/dev/null 2>&1 && [ -x /usr/lib/cni/bridge ] || { \
