@@ -182,8 +182,9 @@ async def strimzi_client_properties(kube: "Kube | SecretReads", namespace: str,
 class SecretReads:
     """The Secrets a resource's Kafka settings name, read by name (the operator may not list or
     watch Secrets: a tenant's namespace holds others) and kept for `ttl` seconds, so a resource at
-    rest does not read its Secrets at every look. A Kafka call that fails forgets its namespace's,
-    so a rotated credential is read again at once. At most `entries` are kept, none over
+    rest does not read its Secrets at every look. A Kafka call that fails, or a Secret or key found
+    missing or unusable, forgets its namespace's, so a rotated or mended credential is read again
+    at the next look. At most `entries` are kept, none over
     `max_bytes`: the operator is shared, and a tenant names the Secrets."""
 
     def __init__(self, kube: Kube, ttl: float, entries: int = 4096, max_bytes: int = 256 * 1024):
@@ -201,7 +202,8 @@ class SecretReads:
             return held[1]
         secret = await self.kube.get(api_version, kind, namespace, name)
         size = sum(len(v) for v in ((secret or {}).get("data") or {}).values())
-        if size <= self.max_bytes:
+        # A missing Secret is not kept: made later, it is read at the next look.
+        if secret is not None and size <= self.max_bytes:
             self._held[at] = (time.monotonic(), secret)
             self._held.move_to_end(at)
             while len(self._held) > self.entries:

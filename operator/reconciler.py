@@ -226,6 +226,8 @@ async def _observe(ctx: Context, body: Body, spec: ModelServingSpec, observed: s
             observed.credentials_error = str(e)
         except LookupError as e:
             observed.topics_error = str(e)
+        if props is None:  # a Secret or key missing or unusable: read again at the next look, not in secretsRecheck
+            ctx.secrets.forget(meta["namespace"])
     partitions: int | None = None
     if ctx.config.manage_topics and run and props is not None and models is not None:
         report = await ctx.topics.check(spec, props, models, kafka)
