@@ -402,9 +402,12 @@ async def _scale(ctx: Context, body: Body, spec: ModelServingSpec, names: naming
                                                     step.target, await control.token(ctx.kube, names))
             message = f"{step.message}; asked live (running then: {answer.running})"
             ctx.events.info(body, "Scaled", f"{job.executor_target} -> {step.target} executors, live")
-        except LookupError as e:  # the control Secret is gone: made again, used at the next look
-            await control.ensure_secret(ctx.kube, body["metadata"])
+        except LookupError as e:  # the control Secret is gone or unusable: made again where gone
             message = f"{step.message}; asking the job failed: {e}"[:1000]
+            try:
+                await control.ensure_secret(ctx.kube, body["metadata"])
+            except (KubeError, NotOwned) as made:  # one of its name that is not ours: said, not adopted
+                message = f"{message}; {made}"[:1000]
         except Exception as e:  # unreachable, or refused: asked again at the next observation
             message = f"{step.message}; asking the job failed: {e}"[:1000]
     elif not live and job.reachable and job.executor_target != spec.replicas and observed.driver.exists \
