@@ -88,7 +88,7 @@ class Controller:
         kinds = [(a, k, MANAGED) for a, k in CHILD_KINDS] + [("v1", "Pod", DRIVER_PODS)]
         for api_version, kind, labels in kinds:
             for ns in namespaces if namespaces is not None else [None]:
-                url = path(api_version, kind, ns) if ns else _cluster_path(api_version, kind)
+                url = path(api_version, kind, ns)
                 status, data = await self.ctx.kube.request("GET", f"{url}?labelSelector={_selector(labels)}")
                 if status >= 300:
                     raise KubeError(status, data.get("message", ""))
@@ -148,9 +148,3 @@ class Controller:
                     self.queue.add_after(key, delay)
             finally:
                 self.queue.done(key)
-
-
-def _cluster_path(api_version: str, kind: str) -> str:
-    """The collection of `kind` in every namespace."""
-    namespaced = path(api_version, kind, "-")
-    return namespaced.replace("/namespaces/-", "")

@@ -46,7 +46,8 @@ class NotOwned(Exception):
     """An object of the desired name exists and another controller owns it."""
 
 
-def path(api_version: str, kind: str, namespace: str, name: str | None = None) -> str:
+def path(api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
+    """The URL path of an object, or of its kind's collection (namespace None: in every namespace)."""
     plural = PLURALS.get((api_version, kind))
     if plural is None:
         from scorestream.operator import spec as s
@@ -54,7 +55,7 @@ def path(api_version: str, kind: str, namespace: str, name: str | None = None) -
             raise ValueError(f"no path known for {api_version} {kind}")
         plural = s.PLURAL
     prefix = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
-    base = f"{prefix}/namespaces/{namespace}/{plural}"
+    base = f"{prefix}/namespaces/{namespace}/{plural}" if namespace is not None else f"{prefix}/{plural}"
     return f"{base}/{name}" if name else base
 
 
