@@ -20,8 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.config import duration_seconds
-from scorestream.operator import spec as s
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, NamedTuple
 
-from scorestream.operator import spec as s
+from scorestream.api.v1alpha1 import modelserving as s
 
 Body = dict[str, Any]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from scorestream.operator import spec as s
+from scorestream.api.v1alpha1 import modelserving as s
 
 Status = Literal["True", "False", "Unknown"]
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from scorestream import naming
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.config import ArtifactPolicy, HttpConfig, JobConfig, KafkaConfig, SparkConfig, StoreAccess
 from scorestream.operator import models_route, podtemplate, strimzi
-from scorestream.operator import spec as s
 from scorestream.operator.kube import contains
 
 CONFIG_DIR = "/etc/scorestream"

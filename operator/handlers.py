@@ -17,8 +17,8 @@ from typing import Any
 import kopf
 
 from scorestream import naming
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.operator import controller, leader, reconciler
-from scorestream.operator import spec as s
 from scorestream.operator.kube import PLURALS, Kube
 from scorestream.operator.settings import OperatorConfig
 

@@ -12,8 +12,8 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Any
 
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.operator import podtemplate
-from scorestream.operator import spec as s
 from scorestream.operator.conditions import Reason
 
 

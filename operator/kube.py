@@ -50,7 +50,7 @@ def path(api_version: str, kind: str, namespace: str | None, name: str | None = 
     """The URL path of an object, or of its kind's collection (namespace None: in every namespace)."""
     plural = PLURALS.get((api_version, kind))
     if plural is None:
-        from scorestream.operator import spec as s
+        from scorestream.api.v1alpha1 import modelserving as s
         if (api_version, kind) != (s.API_VERSION, s.KIND):
             raise ValueError(f"no path known for {api_version} {kind}")
         plural = s.PLURAL

@@ -13,7 +13,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from scorestream import monitoring as m
-from scorestream.operator import spec as s
+from scorestream.api.v1alpha1 import modelserving as s
 
 # A `_created` gauge per counter and histogram is OpenMetrics' way of marking resets; in the text
 # format Prometheus scrapes it is one more series per family, and promtool's lint does not expect it.

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scorestream import naming
+from scorestream.api.v1alpha1.modelserving import KafkaSpec
 from scorestream.config import read_properties_text
-from scorestream.operator.spec import KafkaSpec
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,11 @@ import aiohttp
 from pydantic import BaseModel, ValidationError
 
 from scorestream.api import job_http
+from scorestream.api.v1alpha1.modelserving import ModelServingSpec, operator_client_refusals
 from scorestream.config import read_properties_text
 from scorestream.naming import CONFIG_HASH_ANNOTATION, Names
 from scorestream.operator import kafkabound, strimzi, topics
 from scorestream.operator.kube import Kube
-from scorestream.operator.spec import ModelServingSpec, operator_client_refusals
 from scorestream.operator.status import DriverState, JobReport, Running
 
 A = TypeVar("A", bound=BaseModel)

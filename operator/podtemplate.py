@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from scorestream import naming
-from scorestream.operator import spec as s
+from scorestream.api.v1alpha1 import modelserving as s
 
 # The main container's fields the operator sets whole: a template's value would not be merged
 # into them but replaced (args would be appended to the operator's command, a port list merged

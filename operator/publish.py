@@ -18,9 +18,9 @@ from collections import OrderedDict
 
 from scorestream import naming
 from scorestream.api.descriptor import JSON_CONTENT_TYPE, ModelDescriptor
+from scorestream.api.v1alpha1.modelserving import URI_CREDENTIALS_MESSAGE, ModelServingSpec, uri_credentials
 from scorestream.api.verification import BadSample, Sample, read_records
 from scorestream.operator.models_route import Route
-from scorestream.operator.spec import URI_CREDENTIALS_MESSAGE, ModelServingSpec, uri_credentials
 
 ROLLOUT_HEADER = "scorestream-rollout"
 

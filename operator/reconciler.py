@@ -21,12 +21,12 @@ from pydantic import ValidationError
 from scorestream import naming
 from scorestream.operator import clock, conditions, control, desired, events, images, kafkabound, metrics, \
     models_route, observer, publish, rollout, scaling, status, strimzi, upgrade
+from scorestream.api.v1alpha1 import modelserving as s
+from scorestream.api.v1alpha1.modelserving import ModelServingSpec
 from scorestream.operator.cache import Cache, Key
 from scorestream.operator.conditions import Reason
 from scorestream.operator.kube import Conflict, Kube, KubeError, NotOwned, contains
-from scorestream.operator import spec as s
 from scorestream.operator.settings import OperatorConfig
-from scorestream.operator.spec import ModelServingSpec
 
 LOG = logging.getLogger(__name__)
 Body = dict[str, Any]  # a Kubernetes object as the API server returns it

@@ -14,9 +14,9 @@ from typing import Any
 
 import yaml
 
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.generated import print_or_write
 from scorestream.operator import crd
-from scorestream.operator import spec as s
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "reference" / "modelserving.md"
 

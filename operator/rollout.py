@@ -18,9 +18,10 @@ from typing import Literal, Protocol
 
 from scorestream import naming
 from scorestream.api.descriptor import CandidateRole, ModelDescriptor
+from scorestream.api.v1alpha1 import modelserving as s
+from scorestream.api.v1alpha1.controls import rollback_version
 from scorestream.config import duration_seconds
 from scorestream.operator import clock, publish
-from scorestream.operator import spec as s
 
 Verdict = Literal["wait", "promote", "rollback"]
 
@@ -198,19 +199,6 @@ class Requests:
         a = annotations or {}
         return cls(a.get(naming.PROMOTE_ANNOTATION) or None, a.get(naming.ABORT_ANNOTATION) or None,
                    a.get(naming.ROLLBACK_ANNOTATION) or None)
-
-
-def rollback_value(version: str, request_id: str) -> str:
-    """The rollback-to annotation's value: the version, and a request id making it a new request."""
-    return f"{version}@{request_id}"
-
-
-def rollback_version(value: str, history: list[s.ModelHistoryEntry]) -> str:
-    """The version a rollback-to value names: the whole value if a version in the history has
-    that name (a version may contain '@'), else what comes before its last '@'."""
-    if any(e.version == value for e in history):
-        return value
-    return value.rpartition("@")[0] or value
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.operator import autoscaler
-from scorestream.operator import spec as s
 from scorestream.operator.status import JobReport
 
 KEEP_RECOMMENDATIONS = 60

@@ -16,8 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from scorestream import naming
 from scorestream.api import job_http
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.operator import clock, desired, publish, rollout, upgrade
-from scorestream.operator import spec as s
 from scorestream.operator.conditions import BENIGN_FALSE, CRASH_REASONS, Reason, analysis, crash_reason, \
     set_condition
 from scorestream.operator.conditions import find as find_condition

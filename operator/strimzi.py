@@ -17,9 +17,9 @@ import threading
 from collections import OrderedDict
 from typing import Any, Mapping
 
+from scorestream.api.v1alpha1.modelserving import KafkaSpec
 from scorestream.config import KafkaCredentialFiles
 from scorestream.kafka_auth import Credentials
-from scorestream.operator.spec import KafkaSpec
 
 # Where the driver and the executors find them; under /etc/scorestream, where no pod template may mount.
 CA_DIR = "/etc/scorestream/kafka-ca"

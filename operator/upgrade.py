@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.config import duration_seconds
 from scorestream.operator import clock, desired
-from scorestream.operator import spec as s
 
 RawSpec = dict[str, Any]  # a spec as the resource holds it (what is rendered and recorded)
 

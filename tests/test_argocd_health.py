@@ -14,11 +14,11 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.operator import status
-from scorestream.operator import spec as s
 
 from harness.helm import installed_tool
-from scorestream.operator.spec import ModelServingSpec
+from scorestream.api.v1alpha1.modelserving import ModelServingSpec
 
 REPO = Path(__file__).resolve().parents[1]
 HEALTH = REPO / "docs" / "argocd" / "health.lua"

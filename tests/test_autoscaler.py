@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.operator import autoscaler as a
-from scorestream.operator import spec as s
 
 POLICY = s.AutoscalingSpec.model_validate({"minReplicas": 1, "maxReplicas": 8, "targetLagSeconds": 30,
                                            "targetUtilization": 0.8, "stabilizationWindow": "60s",

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.operator import publish, rollout, status
-from scorestream.operator import spec as s
 
 EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine-pmml.yaml").read_text())
 T0 = 1_800_000_000.0  # the operator's clock in these tests

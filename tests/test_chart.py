@@ -19,10 +19,10 @@ import requests
 import yaml
 
 from scorestream import naming
-from scorestream.tools.local.broker import free_port
 from scorestream.operator import crd as crd_module
 from scorestream.operator import desired
 from scorestream.operator.settings import OperatorConfig
+from scorestream.tools.local.broker import free_port
 
 from harness.operator import MS, ApiError, Operator, apply, helm_install, obj, resource, tool, until
 
@@ -123,8 +123,8 @@ def test_runtime_image_allow_list_and_api_server_cidrs_reach_the_operators_confi
 def test_a_fresh_install_runs_only_the_projects_own_images(helm):
     """#30 LOW: allowedImages defaults to the project's runtime images (any tag or digest), enforced by
     the operator and, through the ValidatingAdmissionPolicy, by the API server; an admin widens it."""
+    from scorestream.api.v1alpha1.modelserving import ModelServingSpec
     from scorestream.operator import images
-    from scorestream.operator.spec import ModelServingSpec
 
     from test_desired import EXAMPLE
 
@@ -479,7 +479,7 @@ EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
 def test_every_example_is_valid(path):
     from harness.admission import admit
 
-    from scorestream.operator.spec import KIND, ModelServingSpec
+    from scorestream.api.v1alpha1.modelserving import KIND, ModelServingSpec
 
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
     assert docs, f"{path.name} is empty"

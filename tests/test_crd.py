@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from scorestream import naming
+from scorestream.api.v1alpha1.modelserving import API_VERSION, KIND, ModelServingSpec, transition_errors
 from scorestream.operator import crd
-from scorestream.operator.spec import API_VERSION, KIND, ModelServingSpec, transition_errors
 
 from harness.admission import admit
 

@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from scorestream.tools import cli
+from scorestream.api.v1alpha1.modelserving import ModelServingSpec
 from scorestream.api.verification import BadSample, Sample, read_records
-from scorestream.tools.demo import feed, models
 from scorestream.operator import publish
-from scorestream.operator.spec import ModelServingSpec
 from scorestream.runtime import verification
+from scorestream.tools import cli
+from scorestream.tools.demo import feed, models
 
 
 def wine_csv(rows, header: bool = True) -> str:

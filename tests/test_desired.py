@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from scorestream import naming
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.config import parse_job_config
 from scorestream.operator import desired, images, podtemplate
-from scorestream.operator import spec as s
 
 # The oldest Kubernetes the chart supports (StatefulSet PVC retention GA, CEL in CRDs) and the newest.
 K8S_VERSIONS = ["1.32.0", "1.37.0"]

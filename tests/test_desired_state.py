@@ -11,8 +11,8 @@ from pathlib import Path
 import yaml
 
 from scorestream import naming
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.operator import desired, status, upgrade
-from scorestream.operator import spec as s
 from scorestream.operator.conditions import Reason
 
 EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine-pmml.yaml").read_text())

@@ -234,7 +234,7 @@ OTHER_PORTS = {9092, 9093, 9000}
 
 def test_every_metric_reason_condition_and_port_a_page_names_is_the_codes():
     from scorestream import monitoring, naming
-    from scorestream.operator import spec as s
+    from scorestream.api.v1alpha1 import modelserving as s
     from scorestream.operator.conditions import Reason
     from scorestream.operator.settings import OperatorConfig
 

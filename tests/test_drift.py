@@ -113,9 +113,9 @@ def test_spec_model_baseline_travels_in_the_descriptor_apart_from_verification()
     import yaml
 
     from scorestream.api import descriptor
+    from scorestream.api.v1alpha1 import modelserving as s
     from scorestream.api.verification import Sample
     from scorestream.operator import publish
-    from scorestream.operator import spec as s
 
     example = yaml.safe_load((Path(__file__).resolve().parents[1] / "examples" / "wine-pmml.yaml").read_text())
     body = copy.deepcopy(example["spec"])

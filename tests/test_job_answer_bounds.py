@@ -19,8 +19,8 @@ import pytest
 from aiohttp import web
 
 from scorestream.api import job_http as h
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.operator import observer, status
-from scorestream.operator import spec as s
 
 from harness.fake_job import FakeJob, served
 from test_job_http import EXAMPLE

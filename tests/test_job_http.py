@@ -15,8 +15,8 @@ from aiohttp import web
 
 from scorestream.api import job_http as h
 from scorestream.api.scoring import BatchCounts
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.operator import observer, status
-from scorestream.operator import spec as s
 from scorestream.operator.conditions import Reason
 from scorestream.runtime.executors import ExecutorControl
 from scorestream.runtime.http import StatusServer

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scorestream.tools.local.broker import free_port
+from scorestream.api.v1alpha1.modelserving import KafkaSpec
 from scorestream.operator import kafkalog, models_route, publish, topics
-from scorestream.operator.spec import KafkaSpec
+from scorestream.tools.local.broker import free_port
 
 EXAMPLE = yaml.safe_load((Path(__file__).resolve().parents[1] / "examples" / "wine-pmml.yaml").read_text())
 

@@ -16,11 +16,11 @@ import yaml
 from pydantic import ValidationError
 
 from scorestream.api import messages
+from scorestream.api.v1alpha1.modelserving import KafkaSpec, ModelServingSpec
 from scorestream.config import DEFAULT_MODELS_TOPIC
-from scorestream.tools.demo import feed, models
 from scorestream.operator import topics as operator_topics
-from scorestream.operator.spec import KafkaSpec, ModelServingSpec
 from scorestream.runtime.modelstopic import KEYLESS_ON_MODELS_TOPIC
+from scorestream.tools.demo import feed, models
 
 from harness.admission import admit
 from harness.streaming import wait_until

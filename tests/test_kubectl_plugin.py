@@ -28,10 +28,10 @@ from aiohttp import web
 
 from scorestream import naming
 from scorestream.api import job_http as h
+from scorestream.api.v1alpha1 import modelserving as s
+from scorestream.naming import CONFIG_HASH_ANNOTATION, METRICS_PORT
 from scorestream.tools.local.broker import create_topics, free_port
 from scorestream.tools.local.process import read_topic
-from scorestream.operator import spec as s
-from scorestream.naming import CONFIG_HASH_ANNOTATION, METRICS_PORT
 
 from harness.fake_job import FakeJob, model_info, serving_figures
 from harness.netns import OwnHost, Unavailable

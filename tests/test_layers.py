@@ -47,5 +47,38 @@ def test_the_walls_see_imports_inside_functions(tmp_path):
     # The check reads every import in a file, not only the module's top: the runtime's lazy imports
     # of TensorFlow, say, would hide a crossing from a check of the top alone.
     sample = tmp_path / "m.py"
-    sample.write_text("def f():\n    from scorestream.operator import spec\n")
-    assert "scorestream.operator.spec" in imports(sample)
+    sample.write_text("def f():\n    from scorestream.operator import desired\n")
+    assert "scorestream.operator.desired" in imports(sample)
+
+
+def test_the_plugin_reads_the_resource_through_the_api_package_alone():
+    # kubectl-scorestream is installed where no operator runs: the ModelServing's types and the
+    # control annotations' values come from scorestream.api.v1alpha1, shared with the operator.
+    plugin = imports(REPO / "tools" / "kubectl_plugin.py")
+    assert any(n.startswith("scorestream.api.v1alpha1") for n in plugin)
+    assert sorted(n for n in plugin if n.startswith("scorestream.operator")) == []
+
+
+# The CLI's commands that run operator code; every other command (validate, explain, the job)
+# reads a ModelServing through the API package.
+CLI_OPERATOR_COMMANDS = {"_dispatch": {"scorestream.operator.crd", "scorestream.operator.handlers",
+                                       "scorestream.operator.settings"},
+                         "_render": {"scorestream.operator.desired", "scorestream.operator.images",
+                                     "scorestream.operator.podtemplate"}}
+
+
+def test_the_cli_imports_the_operator_only_in_the_commands_that_run_it():
+    tree = ast.parse((REPO / "tools" / "cli.py").read_text())
+    found: dict[str, set[str]] = {}
+    for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
+        for node in ast.walk(fn):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("scorestream.operator"):
+                found.setdefault(fn.name, set()).update(
+                    node.module if node.module != "scorestream.operator" else f"{node.module}.{a.name}" for a in node.names)
+    top = {n for n in imports_at_top(tree) if n.startswith("scorestream.operator")}
+    assert (top, found) == (set(), CLI_OPERATOR_COMMANDS)
+
+
+def imports_at_top(tree: ast.Module) -> set[str]:
+    return {node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module} \
+        | {a.name for node in tree.body if isinstance(node, ast.Import) for a in node.names}

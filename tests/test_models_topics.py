@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from scorestream import naming
+from scorestream.api.v1alpha1.modelserving import KafkaSpec, ModelServingSpec
 from scorestream.operator import desired, models_route, publish, topics
 from scorestream.operator.settings import ModelsKafka, OperatorConfig
-from scorestream.operator.spec import KafkaSpec, ModelServingSpec
 
 from harness.acl_broker import AclBroker, documented_acls
 from test_chart import by_kind, render

@@ -22,13 +22,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness.helm import installed_tool
 from scorestream import naming
 from scorestream import monitoring as m
-from scorestream.tools import dashboard
 from scorestream.api.job_http import Readiness
+from scorestream.api.v1alpha1.modelserving import ModelServingSpec
 from scorestream.operator import desired
-from scorestream.operator.spec import ModelServingSpec
 from scorestream.runtime.job_metrics import JobCollector
 from scorestream.runtime.models import ModelRegistry
 from scorestream.runtime.stats import ServingStats
+from scorestream.tools import dashboard
 
 REPO = Path(__file__).resolve().parents[1]
 CHART = REPO / "charts" / "scorestream"

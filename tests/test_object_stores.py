@@ -28,13 +28,13 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from scorestream.runtime import artifacts
 from scorestream.api import descriptor as descriptors
 from scorestream.api.verification import Sample
 from scorestream.config import ArtifactPolicy
+from scorestream.runtime import artifacts
+from scorestream.runtime import object_stores
 from scorestream.tools.demo import feed, models
 from scorestream.tools.local.broker import free_port
-from scorestream.runtime import object_stores
 
 LOOPBACK_ALLOWED = ["127.0.0.0/8"]
 CANARY = "CANARY-objstore-do-not-quote"
@@ -533,8 +533,8 @@ def test_workload_identity_mounts_nothing_and_excludes_a_secret():
     from pydantic import ValidationError
 
     from harness.admission import admit
+    from scorestream.api.v1alpha1 import modelserving as s
     from scorestream.operator import desired
-    from scorestream.operator import spec as s
 
     body = with_store({"s3": {"region": "eu-west-1", "workloadIdentity": True}, "gcs": {"workloadIdentity": True}})
     assert admit(body) == []
@@ -558,8 +558,8 @@ def test_workload_identity_mounts_nothing_and_excludes_a_secret():
 
 
 def test_no_model_store_leaves_the_job_config_and_its_hash_as_they_were():
+    from scorestream.api.v1alpha1 import modelserving as s
     from scorestream.operator import desired
-    from scorestream.operator import spec as s
 
     spec = s.ModelServingSpec.model_validate(EXAMPLE["spec"])
     config = desired.job_config("wine", "default", spec)

@@ -12,8 +12,8 @@ import asyncio
 
 import pytest
 
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.operator import controller, reconciler, status
-from scorestream.operator import spec as s
 from scorestream.operator.cache import Cache, Key, owner_key
 from scorestream.operator.conditions import Reason
 from scorestream.operator.settings import OperatorConfig

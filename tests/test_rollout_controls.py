@@ -6,8 +6,9 @@ from __future__ import annotations
 import copy
 
 from scorestream import naming
+from scorestream.api.v1alpha1 import controls
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.operator import desired, publish, rollout, status
-from scorestream.operator import spec as s
 
 from test_canary_plan import EXAMPLE, SERVING, analyzing, cand, compute, manual, plan, spec
 
@@ -79,7 +80,7 @@ def test_rollback_republishes_a_kept_version_and_holds_until_spec_model_changes(
     v1, v2 = spec(strategy="Immediate", version="1"), spec(strategy="Immediate", version="2")
     prev = {"model": {"published": publish.rollout_id(publish.descriptor(v2)),
                       "history": [served("1", v1, "Replaced"), served("2", v2, "Serving")]}}
-    value = rollout.rollback_value("1", "req-1")
+    value = controls.rollback_value("1", "req-1")
     asked = manual(v2, prev, rollout.Requests(rollback_to=value), NOW)
     assert (asked.step.publish.name, asked.step.publish.version) == ("wine-linear", "1")
     assert asked.pinned.version == "1" and asked.handled.rollback_to == value
@@ -114,8 +115,8 @@ def test_rollback_to_an_unknown_or_unkept_version_says_why():
 
 def test_a_version_with_an_at_sign_is_found_whole():
     history = [s.ModelHistoryEntry(name="m", version="1@beta", outcome="Serving", at=NOW)]
-    assert rollout.rollback_version("1@beta", history) == "1@beta"
-    assert rollout.rollback_version("1@beta@req", history) == "1@beta"
+    assert controls.rollback_version("1@beta", history) == "1@beta"
+    assert controls.rollback_version("1@beta@req", history) == "1@beta"
 
 
 def test_restart_nonce_rolls_the_driver_pod_template():

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from scorestream.api import descriptor as descriptors
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.operator import publish, status
-from scorestream.operator import spec as s
 
 EXAMPLE = yaml.safe_load((Path(__file__).resolve().parent.parent / "examples" / "wine-pmml.yaml").read_text())
 NOW = "2026-11-22T12:00:00Z"

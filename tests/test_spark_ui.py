@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from scorestream import naming
+from scorestream.api.v1alpha1 import modelserving as s
+from scorestream.operator import desired
 from scorestream.tools import spark_ui
 from scorestream.tools.demo import feed, models
 from scorestream.tools.local.broker import free_port
-from scorestream.operator import desired
-from scorestream.operator import spec as s
 
 from harness.operator import MS
 

@@ -16,8 +16,8 @@ import logging
 
 import pytest_asyncio
 
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.operator import publish, reconciler, rollout, status
-from scorestream.operator import spec as s
 from scorestream.operator.cache import Key
 from scorestream.operator.kube import Conflict, Kube
 

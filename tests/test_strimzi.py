@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 
 from scorestream import naming
-from scorestream.tools.demo import feed, models
-from scorestream.tools.local.broker import create_topics
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.kafka_auth import JAVA_CONFIG_PROVIDER, java_properties
 from scorestream.operator import desired, models_route, observer, publish, strimzi, topics
-from scorestream.operator import spec as s
 from scorestream.operator.kube import Kube
+from scorestream.tools.demo import feed, models
+from scorestream.tools.local.broker import create_topics
 
 from harness.operator import EXAMPLE, Operated, apply, condition, obj, resource, until
 from harness.strimzi import Pki, SecureBroker, secret_object, strimzi_crds, write_secret

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from scorestream.api import verification as v
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.api.verification import BadSample, read_records
 from scorestream.operator import publish, strimzi
-from scorestream.operator import spec as s
 
 from harness.strimzi import Pki, secret_object
 
@@ -314,7 +314,8 @@ class HugeFrameBroker:
 
 _PEAK_CHILD = r'''
 import json, sys
-from scorestream.operator import spec as s, topics
+from scorestream.api.v1alpha1 import modelserving as s
+from scorestream.operator import topics
 
 def kib(field):
     for line in open("/proc/self/status"):

@@ -13,9 +13,9 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.config import read_properties_text
 from scorestream.operator import crd, desired, observer, status
-from scorestream.operator import spec as s
 
 from harness.admission import admit
 

@@ -9,8 +9,8 @@ import copy
 import pytest
 from pydantic import ValidationError
 
+from scorestream.api.v1alpha1.modelserving import ModelServingSpec, ModelSpec, uri_credentials
 from scorestream.operator import publish
-from scorestream.operator.spec import ModelServingSpec, ModelSpec, uri_credentials
 
 from harness.admission import admit
 from harness.operator import ApiError

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from scorestream.tools import cli
 from scorestream.api import descriptor as descriptors
 from scorestream.api import messages
 from scorestream.api.verification import Sample
+from scorestream.runtime import verification
+from scorestream.tools import cli
 from scorestream.tools.demo import feed, models
 from scorestream.tools.demo.feed import WINE_COLUMNS
 from scorestream.tools.local.rss import process_tree
-from scorestream.runtime import verification
 
 from harness.streaming import Stream, wait_until
 
@@ -137,8 +137,8 @@ def test_a_rejection_never_quotes_what_the_driver_fetched(tmp_path, verified_lin
     there, must not read the secret back through the rejection (status, Events, /models, log).
     The reason names the record, the field and the kind of mismatch, numeric differences only.
     A real HTTP server on loopback, allowed explicitly as a cluster admin would; the real Verifier."""
-    from scorestream.runtime import artifacts
     from scorestream.config import ArtifactPolicy
+    from scorestream.runtime import artifacts
 
     from test_artifact_safety import LOOPBACK_ALLOWED, Server
 
@@ -517,7 +517,7 @@ def test_tensorflow_swap_times_and_sample_verification(serving, demo_models):
 
 
 def _spec(verification: dict):
-    from scorestream.operator.spec import ModelServingSpec
+    from scorestream.api.v1alpha1.modelserving import ModelServingSpec
 
     return ModelServingSpec.model_validate({
         "dataType": "wine",

@@ -199,7 +199,7 @@ def _path(loc: tuple[Any, ...], prefix: str = "") -> str:
 
 def _message(err: dict[str, Any]) -> str:
     """Pydantic's message, said for a person: quantities and durations in words, not a raw pattern."""
-    from scorestream.operator import spec as s
+    from scorestream.api.v1alpha1 import modelserving as s
 
     if err.get("type") == "string_pattern_mismatch":
         pattern = (err.get("ctx") or {}).get("pattern")
@@ -223,8 +223,7 @@ def _manifest_errors(doc: dict[str, Any]) -> list[str]:
     """What the API server would refuse in this ModelServing, each with its path."""
     from pydantic import ValidationError
 
-    from scorestream.operator import crd
-    from scorestream.operator import spec as s
+    from scorestream.api.v1alpha1 import modelserving as s
 
     errors = []
     meta = doc.get("metadata")
@@ -234,7 +233,7 @@ def _manifest_errors(doc: dict[str, Any]) -> list[str]:
     elif not isinstance(name, str) or not name:
         errors.append("metadata.name: missing: every ModelServing needs a name")
     elif len(name) > s.MAX_NAME_LENGTH or not re.match(s._DNS_1035, name):
-        errors.append(f"metadata.name: {name!r}: {crd.NAME_RULE['message']}")
+        errors.append(f"metadata.name: {name!r}: {s.NAME_RULE['message']}")
     if not isinstance(doc.get("spec"), dict):
         errors.append("spec: missing: a ModelServing needs a spec (dataType, kafka, input, spark...)")
         return errors
@@ -248,8 +247,8 @@ def _manifest_errors(doc: dict[str, Any]) -> list[str]:
 def _render(filename: str, runtime_image: str | None) -> int:
     import yaml
 
+    from scorestream.api.v1alpha1 import modelserving as s
     from scorestream.operator import desired, images, podtemplate
-    from scorestream.operator import spec as s
 
     text = _read(filename, "the ModelServing manifest to render")
     filename = "(stdin)" if filename == "-" else filename

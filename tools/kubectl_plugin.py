@@ -32,9 +32,9 @@ from pydantic import BaseModel, ValidationError
 
 from scorestream import naming
 from scorestream.api import job_http as h
-from scorestream.operator import spec as s
+from scorestream.api.v1alpha1 import modelserving as s
+from scorestream.api.v1alpha1.controls import rollback_value
 from scorestream.naming import METRICS_PORT, Names
-from scorestream.operator.rollout import rollback_value
 
 UNREACHABLE = 3  # not 2: argparse exits 2 on a usage error
 NOT_READY = 4  # status --check: the resource is not Ready

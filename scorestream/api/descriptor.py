@@ -23,7 +23,7 @@ JSON_CONTENT_TYPE = "application/json"
 
 # A message's words travel on: into /models, /stats (which the operator reads at most 1 MiB of),
 # the status, Events and Prometheus labels. Whoever may write the models topic writes them, so
-# each is bounded as a ModelServing's spec.model bounds it (operator/spec.py).
+# each is bounded as a ModelServing's spec.model bounds it (scorestream/api/v1alpha1/modelserving.py).
 MAX_NAME = 253
 MAX_VERSION = 128
 MAX_DESCRIPTION = 1024

@@ -26,11 +26,11 @@ import requests
 import yaml
 
 from scorestream import naming
+from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.config import JobConfig
+from scorestream.operator.settings import OperatorConfig
 from scorestream.tools.local.broker import free_port
 from scorestream.tools.local.process import JobProcess
-from scorestream.operator import spec as s
-from scorestream.operator.settings import OperatorConfig
 
 from harness.cluster import ApiError
 

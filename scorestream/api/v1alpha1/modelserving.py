@@ -49,6 +49,12 @@ API_VERSION = f"{GROUP}/{VERSION}"
 # name is a DNS-1035 label (≤ 63 characters, starting with a letter).
 MAX_NAME_LENGTH = 50
 _DNS_1035 = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+# CEL can reach metadata.name: child names are built from it and must stay valid.
+NAME_RULE = {
+    "rule": f"size(self.metadata.name) <= {MAX_NAME_LENGTH} && self.metadata.name.matches('{_DNS_1035}')",
+    "message": f"metadata.name must be a DNS-1035 label of at most {MAX_NAME_LENGTH} characters"
+               " (lower case letters, digits and '-', starting with a letter): child objects are named after it",
+}
 _QUANTITY = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 _DATA_TYPE = r"^[A-Za-z0-9._-]{1,128}$"
 # Entries of spark.conf and kafka.properties: bounds the API server's cost of the CEL rules over them.
