@@ -51,8 +51,13 @@ def by_kind(objs):
 @pytest.mark.parametrize("version", K8S_VERSIONS)
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_every_object_is_valid_against_the_kubernetes_schema(name, version):
-    for obj in objects(name):
+    # strict: a misspelt or misplaced field is an error here, where the API server would drop it
+    # or refuse the apply. The executor pod template Spark reads from the ConfigMap is a Pod too.
+    objs = objects(name)
+    for obj in objs:
         kubernetes_validate.validate(obj, version, strict=True)
+    executor_pod = yaml.safe_load(by_kind(objs)["ConfigMap"]["data"][desired.EXECUTOR_TEMPLATE_KEY])
+    kubernetes_validate.validate(executor_pod, version, strict=True)
 
 
 def test_the_validator_would_catch_a_mistake():
