@@ -189,9 +189,9 @@ async def _reconcile(ctx: Context, body: Body, previous: status.Status) -> statu
     kafka = kafkabound.Deadline(ctx.config.kafka_timeout)
     models, partitions, run = await _observe(ctx, body, spec, observed, kafka)
     # A changed job configuration that did not become ready in time: run the last stable spec.
-    verdict = upgrade.assess(name, namespace, spec, body.get("spec") or {}, observed.generation, previous,
-                             observed.driver.config_hash, observed.driver.ready and observed.job.ready,
-                             time.time(), clock.now_text())
+    verdict = upgrade.assess(upgrade.Submitted(name, namespace, spec, body.get("spec") or {}, observed.generation),
+                             previous, upgrade.Running(observed.driver.config_hash,
+                                                       observed.driver.ready and observed.job.ready), time.time())
     observed.last_stable, observed.upgrade = verdict.last_stable, verdict.upgrade
     if verdict.event:
         (ctx.events.warn if verdict.event[0] == "UpgradeRolledBack" else ctx.events.info)(body, *verdict.event)

@@ -41,13 +41,31 @@ def runs_instead(status: s.ModelServingStatus, generation: int) -> RawSpec | Non
     return stable.spec
 
 
-def assess(name: str, namespace: str, spec: s.ModelServingSpec, raw_spec: RawSpec, generation: int,
-           previous: s.ModelServingStatus, driver_hash: str | None, ready: bool, now: float,
-           now_text: str) -> Assessment:
-    """`driver_hash`: the config hash of the running driver pod; `ready`: it serves."""
+@dataclass(frozen=True)
+class Submitted:
+    """The spec a resource holds now, typed and as written (what a stable spec records)."""
+
+    name: str
+    namespace: str
+    spec: s.ModelServingSpec
+    raw: RawSpec
+    generation: int
+
+
+@dataclass(frozen=True)
+class Running:
+    """The driver pod as observed: the configuration it runs, and whether the job serves."""
+
+    config_hash: str | None
+    serving: bool
+
+
+def assess(submitted: Submitted, previous: s.ModelServingStatus, running: Running, now: float) -> Assessment:
+    name, namespace, spec, generation = submitted.name, submitted.namespace, submitted.spec, submitted.generation
+    ready, driver_hash = running.serving, running.config_hash
     stable, upgrade = previous.last_stable_spec, previous.upgrade
     want = _hash(name, namespace, spec)
-    this = s.StableSpec(generation=generation, spec=raw_spec)
+    this = s.StableSpec(generation=generation, spec=submitted.raw)
     if stable is None or (ready and driver_hash == want):
         # First start, or the driver serves this spec's configuration: this spec is stable now.
         if not (ready and driver_hash == want):
@@ -65,7 +83,7 @@ def assess(name: str, namespace: str, spec: s.ModelServingSpec, raw_spec: RawSpe
         # Nothing to upgrade (a model, replicas or description change): the same configuration.
         return Assessment(None, this if ready else stable, None, None)
     if upgrade is None or upgrade.generation != generation:
-        upgrade = s.UpgradeStatus(generation=generation, phase="Upgrading", startedAt=now_text,
+        upgrade = s.UpgradeStatus(generation=generation, phase="Upgrading", startedAt=clock.text(now),
                                   message=f"rolling the driver to generation {generation}'s configuration")
         return Assessment(None, stable, upgrade, None)
     if upgrade.phase == "Failed":

@@ -85,8 +85,8 @@ def written(b, **observed):
 
 def assess(spec, raw_spec, generation, previous, running, ready):
     """upgrade.assess on a status as the API server holds it, at a fixed time."""
-    return upgrade.assess("wine", "ml", spec, raw_spec, generation, status.parse(previous), running, ready, 1.9e9,
-                          "2030-03-17T17:46:40Z")
+    return upgrade.assess(upgrade.Submitted("wine", "ml", spec, raw_spec, generation), status.parse(previous),
+                          upgrade.Running(running, ready), 1.9e9)
 
 
 def test_drift_repair_reads_a_missing_data_topic_from_the_status():
