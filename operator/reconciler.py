@@ -13,7 +13,7 @@ import dataclasses
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -184,37 +184,37 @@ async def _reconcile(ctx: Context, body: Body, previous: status.Status) -> statu
         return status.compute(name, namespace, admitted, previous)  # its children are left as they are
     body, spec = admitted
     await publish.prepare(spec)  # a tenant's samples parsed off the event loop, once per content
-    observed = status.Observed(generation=meta.get("generation", 0), spec=spec, controls=previous.controls)
     # All of this reconcile's Kafka calls together: an unreachable broker costs it this much at most.
     kafka = kafkabound.Deadline(ctx.config.kafka_timeout)
-    models, partitions, run = await _observe(ctx, body, spec, observed, kafka)
+    seen, models, partitions, run = await _observe(ctx, body, spec, kafka)
     # A changed job configuration that did not become ready in time: run the last stable spec.
-    verdict = upgrade.assess(upgrade.Submitted(name, namespace, spec, body.get("spec") or {}, observed.generation),
-                             previous, upgrade.Running(observed.driver.config_hash,
-                                                       observed.driver.ready and observed.job.ready), time.time())
-    observed.last_stable, observed.upgrade = verdict.last_stable, verdict.upgrade
+    verdict = upgrade.assess(upgrade.Submitted(name, namespace, spec, body.get("spec") or {}, seen.generation),
+                             previous, upgrade.Running(seen.driver.config_hash, seen.driver.ready and seen.job.ready),
+                             time.time())
+    done = status.Outcome(last_stable=verdict.last_stable, upgrade=verdict.upgrade, controls=previous.controls)
     if verdict.event:
         (ctx.events.warn if verdict.event[0] == "UpgradeRolledBack" else ctx.events.info)(body, *verdict.event)
-    seen = desired.Observations(data_topic_missing=observed.data_topic_exists is False, stable_spec=verdict.run_spec,
-                                kafka_waiting=status.holds_driver(observed))
+    rendered_for = desired.Observations(data_topic_missing=seen.data_topic_exists is False,
+                                        stable_spec=verdict.run_spec, kafka_waiting=status.holds_driver(seen))
     try:
-        await _apply(ctx, body, ctx.desired(body, seen))
+        await _apply(ctx, body, ctx.desired(body, rendered_for))
     except (KubeError, NotOwned) as e:
-        observed.apply_error = str(e)
+        done = replace(done, apply_error=str(e))
     if spec.model and run and models is not None:
-        await _roll_model(ctx, body, spec, models, previous, observed, kafka)
+        done = await _roll_model(ctx, body, spec, models, previous, seen, done, kafka)
     if run:
-        await _scale(ctx, body, spec, naming.Names(name, namespace), previous, observed, partitions)
-    return status.compute(name, namespace, observed, previous)
+        done = await _scale(ctx, body, spec, naming.Names(name, namespace), previous, seen, done, partitions)
+    return status.compute(name, namespace, status.Observed.of(seen, done), previous)
 
 
-async def _observe(ctx: Context, body: Body, spec: ModelServingSpec, observed: status.Observed,
-                   kafka: kafkabound.Deadline) -> tuple[models_route.Route | None, int | None, bool]:
-    """The topics, the driver pod and the job, into `observed`; returns where and as whom model
-    messages are published (None: the Kafka settings are unusable), the data topic's partitions,
-    and whether the job should run."""
+async def _observe(ctx: Context, body: Body, spec: ModelServingSpec, kafka: kafkabound.Deadline
+                   ) -> tuple[status.Observation, models_route.Route | None, int | None, bool]:
+    """The topics, the driver pod and the job; with where and as whom model messages are published
+    (None: the Kafka settings are unusable), the data topic's partitions, and whether the job
+    should run."""
     meta = body["metadata"]
     run = not spec.suspend
+    topics: dict[str, Any] = {}  # the Observation's Kafka fields, as far as they were read
     props: dict[str, str] | None = None
     models: models_route.Route | None = None
     if run and (ctx.config.manage_topics or spec.model or strimzi.secrets_named(spec.kafka)):
@@ -223,16 +223,16 @@ async def _observe(ctx: Context, body: Body, spec: ModelServingSpec, observed: s
             models = models_route.route(spec.kafka, meta["namespace"], models_route.Assignment.of(ctx.config), props,
                                         ctx.config.models_kafka)
         except strimzi.CredentialsError as e:
-            observed.credentials_error = str(e)
+            topics["credentials_error"] = str(e)
         except LookupError as e:
-            observed.topics_error = str(e)
+            topics["topics_error"] = str(e)
         if props is None:  # a Secret or key missing or unusable: read again at the next look, not in secretsRecheck
             ctx.secrets.forget(meta["namespace"])
     partitions: int | None = None
     if ctx.config.manage_topics and run and props is not None and models is not None:
         report = await ctx.topics.check(spec, props, models, kafka)
-        observed.data_topic_exists, observed.topics_error = report.data_topic_exists, report.error
-        observed.kafka_unreachable = report.unreachable
+        topics.update(data_topic_exists=report.data_topic_exists, topics_error=report.error,
+                      kafka_unreachable=report.unreachable)
         if report.error:  # perhaps a credential rotated since its Secret was read
             ctx.secrets.forget(meta["namespace"])
         partitions = report.data_partitions
@@ -241,15 +241,15 @@ async def _observe(ctx: Context, body: Body, spec: ModelServingSpec, observed: s
         # No driver until the data topic exists: it would only crash-loop.
         run = report.data_topic_exists is not False
         if spec.kafka.strimzi_topics and report.data_topic_exists:
-            observed.topics_waiting, failing = await _strimzi_topics(ctx, body, spec, report.data_partitions or 1,
-                                                                     models.topic)
-            observed.topics_error = observed.topics_error or failing
-            run = run and observed.topics_waiting is None
+            waiting, failing = await _strimzi_topics(ctx, body, spec, report.data_partitions or 1, models.topic)
+            topics.update(topics_waiting=waiting, topics_error=report.error or failing)
+            run = run and waiting is None
     names = naming.Names(meta["name"], meta["namespace"])
-    observed.driver = observer.driver_state(ctx.cache.get("v1", "Pod", names.namespace, names.driver_pod))
-    if observed.driver.exists or ctx.config.endpoint_template:
-        observed.job = await observer.job_report(observer.endpoint_of(names, ctx.config.endpoint_template))
-    return models, partitions, run
+    driver = observer.driver_state(ctx.cache.get("v1", "Pod", names.namespace, names.driver_pod))
+    job = await observer.job_report(observer.endpoint_of(names, ctx.config.endpoint_template)) \
+        if driver.exists or ctx.config.endpoint_template else status.JobReport()
+    seen = status.Observation(generation=meta.get("generation", 0), spec=spec, driver=driver, job=job, **topics)
+    return seen, models, partitions, run
 
 
 async def _strimzi_topics(ctx: Context, body: Body, spec: ModelServingSpec, partitions: int,
@@ -313,14 +313,15 @@ def _drifted(ctx: Context, body: Body, held: Body | None) -> bool:
 
 
 async def _roll_model(ctx: Context, body: Body, spec: ModelServingSpec, models: models_route.Route,
-                      previous: status.Status, observed: status.Observed, kafka: kafkabound.Deadline) -> None:
+                      previous: status.Status, seen: status.Observation, done: status.Outcome,
+                      kafka: kafkabound.Deadline) -> status.Outcome:
     """Take the rollout's next step (rollout.plan decides it): publish spec.model as the serving
     model or as a candidate, promote or withdraw a candidate."""
     meta = body["metadata"]
     uid = _uid(meta)
     before = previous.model
-    observed.published = before.published
-    job = observed.job
+    done = replace(done, published=before.published)
+    job = seen.job
     # A job that does not answer, or is still restoring, serves what it served last time (a
     # restart restores it): a change then is still a trial, not a first model.
     current = job.serving.get(spec.data_type) or \
@@ -328,20 +329,20 @@ async def _roll_model(ctx: Context, body: Body, spec: ModelServingSpec, models: 
     # A control request (the promote/abort/rollback-to annotations) not handled yet comes first.
     asked = rollout.manual(spec, previous, rollout.Requests.of(meta.get("annotations")), clock.now_text())
     step = asked.step or rollout.plan(spec, previous, current, job.candidates.get(spec.data_type),
-                                      status.rejection(observed, before.history), time.time())
-    observed.plan = step
+                                      status.rejection(seen, before.history), time.time())
+    done = replace(done, plan=step)
     if asked.step is None:
-        _handled(ctx, body, observed, asked)  # nothing to send: the request (if any) is answered now
+        done = _handled(ctx, body, done, asked)  # nothing to send: the request (if any) is answered now
     if step.token is None:
-        return
+        return done
     # Sent already by this process, and the status saying so was not written (its write was
     # refused with 409, or failed): the status is computed as if sent, nothing is sent twice.
     already = step.token == ctx.published.get(uid)
     ctx.published[uid] = step.token
     if not already:
         try:
-            if observed.kafka_unreachable:  # the topic check just now waited for it in vain
-                raise kafkabound.KafkaUnreachable(f"not sent: {observed.topics_error}")
+            if seen.kafka_unreachable:  # the topic check just now waited for it in vain
+                raise kafkabound.KafkaUnreachable(f"not sent: {seen.topics_error}")
             if step.publish is not None:
                 await kafkabound.call(kafka, "publishing the model", publish.publish, models, step.publish,
                                       step.rollout_id, meta["namespace"], meta["name"])
@@ -351,17 +352,15 @@ async def _roll_model(ctx: Context, body: Body, spec: ModelServingSpec, models: 
         except Exception as e:  # PublishError, KafkaException, KafkaUnreachable: reported, retried by the next reconcile
             ctx.published.pop(uid, None)
             ctx.secrets.forget(meta["namespace"])  # perhaps a credential rotated since its Secret was read
-            observed.publish_error = str(e)[:1000]
-            observed.plan = None
-            return  # a control request stays unhandled: the next reconcile tries it again
+            # A control request stays unhandled: the next reconcile tries it again.
+            return replace(done, publish_error=str(e)[:1000], plan=None)
     if asked.step is not None:
-        observed.pinned_now = asked.pinned
-        _handled(ctx, body, observed, asked, post=not already)
+        done = _handled(ctx, body, replace(done, pinned_now=asked.pinned), asked, post=not already)
     d = step.publish
     if d is not None:
-        observed.published, observed.published_now = step.rollout_id, True
+        done = replace(done, published=step.rollout_id, published_now=True)
     if already:
-        return
+        return done
     metrics.ROLLOUT_STEPS.labels(step.verdict or ("candidate" if d is not None and d.candidate else
                                                   "publish" if d is not None else "withdraw")).inc()
     if d is not None:
@@ -372,21 +371,24 @@ async def _roll_model(ctx: Context, body: Body, spec: ModelServingSpec, models: 
     elif step.withdraw:
         ctx.events.warn(body, "CandidateRolledBack" if step.verdict else "CandidateWithdrawn",
                         f"{spec.data_type} candidate withdrawn: {step.reason}")
+    return done
 
 
-def _handled(ctx: Context, body: Body, observed: status.Observed, asked: rollout.Manual, post: bool = True) -> None:
+def _handled(ctx: Context, body: Body, done: status.Outcome, asked: rollout.Manual,
+             post: bool = True) -> status.Outcome:
     """Record a control request as handled (status.controls), with its Event."""
-    observed.controls = asked.handled
     if asked.event and post:
         reason, message, warning = asked.event
         (ctx.events.warn if warning else ctx.events.info)(body, reason, message)
+    return replace(done, controls=asked.handled)
 
 
 async def _scale(ctx: Context, body: Body, spec: ModelServingSpec, names: naming.Names,
-                 previous: status.Status, observed: status.Observed, partitions: int | None) -> None:
+                 previous: status.Status, seen: status.Observation, done: status.Outcome,
+                 partitions: int | None) -> status.Outcome:
     """Ask the job for the executors scaling.plan decides: live where its cluster manager can,
     else by restarting the driver from its checkpoint (the ConfigMap has the new total)."""
-    job = observed.job
+    job = seen.job
     step = scaling.plan(spec, previous, job, partitions, time.time())
     live = job.live_scaling is not False
     message = step.message
@@ -410,14 +412,15 @@ async def _scale(ctx: Context, body: Body, spec: ModelServingSpec, names: naming
                 message = f"{message}; {made}"[:1000]
         except Exception as e:  # unreachable, or refused: asked again at the next observation
             message = f"{step.message}; asking the job failed: {e}"[:1000]
-    elif not live and job.reachable and job.executor_target != spec.replicas and observed.driver.exists \
-            and not observed.driver.terminating:
+    elif not live and job.reachable and job.executor_target != spec.replicas and seen.driver.exists \
+            and not seen.driver.terminating:
         # No live changes here (local mode): a graceful restart picks the new total up.
         await ctx.kube.delete("v1", "Pod", names.namespace, names.driver_pod)
         message = f"restarting the driver for {spec.replicas} executor(s): its cluster manager cannot change them live"
         ctx.events.info(body, "RestartedToScale", message)
     elif before is not None and before.target == step.target and before.message:
         message = before.message
-    observed.scaling = s.ScalingStatus(target=step.target if live else spec.replicas, mode="Live" if live else "Restart",
-                                       capped=step.capped, message=message)
-    observed.autoscaling = step.autoscaling
+    return replace(done, scaling=s.ScalingStatus(target=step.target if live else spec.replicas,
+                                                 mode="Live" if live else "Restart", capped=step.capped,
+                                                 message=message),
+                   autoscaling=step.autoscaling)

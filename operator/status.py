@@ -1,15 +1,15 @@
 """Status as a pure function of what was observed: phase, conditions, served model, lag.
 
-The observer (observer.py) gathers an `Observed` (or, where nothing could run, a `Refusal`); this
-module decides what it means, on the typed status (`spec.ModelServingStatus`): the previous status
-is parsed once when a reconcile starts, and only `wire` turns the result into the subresource's
-JSON. Conditions are set as apimachinery sets them (conditions.set_condition).
+The reconciler gathers an `Observation` and the `Outcome` of its steps (or, where nothing could
+run, a `Refusal`); this module decides what they mean, on the typed status (`ModelServingStatus`):
+the previous status is parsed once when a reconcile starts, and only `wire` turns the result into
+the subresource's JSON. Conditions are set as apimachinery sets them (conditions.set_condition).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -79,8 +79,10 @@ class JobReport(BaseModel):
     kafka_errors: list[job_http.KafkaError] = Field(default_factory=list)  # the cluster's, as the job finds them
 
 
-@dataclass
-class Observed:
+@dataclass(frozen=True)
+class Observation:
+    """What one reconcile read, before it did anything: Kafka's topics, the driver pod, the job."""
+
     generation: int
     spec: s.ModelServingSpec
     data_topic_exists: bool | None = None  # None: not checked (broker unreachable)
@@ -90,6 +92,13 @@ class Observed:
     kafka_unreachable: bool = False  # ... because the brokers did not answer in time
     driver: DriverState = field(default_factory=DriverState)
     job: JobReport = field(default_factory=JobReport)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one reconcile did about it: each step (upgrade, apply, rollout, scaling) returns a new
+    Outcome with its own part."""
+
     apply_error: str | None = None
     published: str | None = None  # the rollout id the models topic has for spec.model
     published_now: bool = False  # ... and it was published by this reconcile
@@ -101,6 +110,16 @@ class Observed:
     upgrade: s.UpgradeStatus | None = None
     controls: s.ControlsStatus | None = None  # the control requests handled
     pinned_now: s.PinnedModel | None = None  # set by a rollback taken now
+
+
+@dataclass(frozen=True)
+class Observed(Outcome, Observation):
+    """An Observation and its Outcome together, as `compute` reads them."""
+
+    @classmethod
+    def of(cls, seen: Observation, done: Outcome) -> "Observed":
+        return cls(**{f.name: getattr(seen, f.name) for f in fields(Observation)},
+                   **{f.name: getattr(done, f.name) for f in fields(Outcome)})
 
 
 @dataclass(frozen=True)
@@ -249,7 +268,7 @@ def phase_and_health(observed: Observed) -> Health:
     return health
 
 
-def kafka_wait(observed: Observed) -> tuple[Reason, str] | None:
+def kafka_wait(observed: Observation) -> tuple[Reason, str] | None:
     """What the driver waits for on the Kafka side, with the message saying it: a Secret
     spec.kafka names is missing (the pod would not start), or its KafkaTopics are not Ready."""
     if observed.credentials_error:
@@ -259,7 +278,7 @@ def kafka_wait(observed: Observed) -> tuple[Reason, str] | None:
     return None
 
 
-def holds_driver(observed: Observed) -> bool:
+def holds_driver(observed: Observation) -> bool:
     """Whether the driver is held back for what it waits for on the Kafka side (`kafka_wait`). A
     driver already running keeps running: its pod keeps the Secret it mounted, and its topics were
     there when it started; the resource says Degraded instead."""
@@ -363,7 +382,7 @@ def model_status(observed: Observed, previous: s.ModelStatus, now: str) -> tuple
     return model, finding
 
 
-def served(observed: Observed) -> s.ServedModel | None:
+def served(observed: Observation) -> s.ServedModel | None:
     """The model the job reports it serves for spec.dataType."""
     run = observed.job.serving.get(observed.spec.data_type)
     return s.ServedModel(name=run.name, version=run.version, since=clock.from_job(run.since)) if run else None
@@ -461,7 +480,7 @@ def _held_back(history: list[Entry], pinned: s.PinnedModel | None, want: s.Model
     return history
 
 
-def rejection(observed: Observed, history: list[Entry]) -> str | None:
+def rejection(observed: Observation, history: list[Entry]) -> str | None:
     """Why the job rejected the desired model since it was last published, if it did."""
     want = observed.spec.model
     if want is None:

@@ -76,9 +76,7 @@ def computed(example: dict, generation: int = 2, previous: dict | None = None, *
     """A resource with the status the operator computes for what it observed."""
     body = resource(example, generation)
     spec_ = ModelServingSpec.model_validate(body["spec"])
-    o = status.Observed(generation=generation, spec=spec_, data_topic_exists=True)
-    for k, v in observed.items():
-        setattr(o, k, v)
+    o = status.Observed(generation=generation, spec=spec_, **{"data_topic_exists": True, **observed})
     body["status"] = status.wire(status.compute("wine", "ml", o, status.parse(previous), now=NOW))
     return body
 

@@ -4,6 +4,7 @@ status they leave (acted on once), and spec.restartNonce rolling the driver's po
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 from scorestream import naming
 from scorestream.api.v1alpha1 import controls
@@ -15,12 +16,10 @@ from test_canary_plan import EXAMPLE, SERVING, analyzing, cand, compute, manual,
 NOW = "2027-01-15T08:05:00Z"
 
 
-def observed(sp, plan, previous=None, serving=SERVING, **job):
-    o = status.Observed(generation=1, spec=sp, controls=status.parse(previous).controls,
-                        published=((previous or {}).get("model") or {}).get("published"))
-    o.job = status.JobReport(reachable=True, ready=True, serving={"wine": serving}, **job)
-    o.plan = plan
-    return o
+def observed(sp, plan, previous=None, serving=SERVING, controls=None, **job):
+    return status.Observed(generation=1, spec=sp, controls=controls or status.parse(previous).controls,
+                           published=((previous or {}).get("model") or {}).get("published"), plan=plan,
+                           job=status.JobReport(reachable=True, ready=True, serving={"wine": serving}, **job))
 
 
 def test_promote_publishes_the_candidate_as_serving_once():
@@ -47,8 +46,7 @@ def test_abort_withdraws_the_candidate_and_the_trial_is_rolled_back():
     prev = analyzing(sp)
     asked = manual(sp, prev, rollout.Requests(abort="a1"), NOW)
     assert asked.step.publish is None and asked.step.withdraw and asked.step.verdict == "rollback"
-    o = observed(sp, asked.step, prev, candidates={"wine": cand(50)})
-    o.controls = asked.handled
+    o = observed(sp, asked.step, prev, controls=asked.handled, candidates={"wine": cand(50)})
     st = compute("wine", "ml", o, prev, now=NOW)
     assert st["model"]["rollout"]["phase"] == "RolledBack" and "aborted by request" in st["model"]["rollout"]["message"]
     ready = next(c for c in st["conditions"] if c["type"] == "ModelReady")
@@ -84,8 +82,8 @@ def test_rollback_republishes_a_kept_version_and_holds_until_spec_model_changes(
     asked = manual(v2, prev, rollout.Requests(rollback_to=value), NOW)
     assert (asked.step.publish.name, asked.step.publish.version) == ("wine-linear", "1")
     assert asked.pinned.version == "1" and asked.handled.rollback_to == value
-    o = observed(v2, asked.step, prev, serving={"name": "wine-linear", "version": "2", "since": 1.7e9})
-    o.published, o.published_now, o.controls, o.pinned_now = asked.step.rollout_id, True, asked.handled, asked.pinned
+    o = replace(observed(v2, asked.step, prev, serving={"name": "wine-linear", "version": "2", "since": 1.7e9}),
+                published=asked.step.rollout_id, published_now=True, controls=asked.handled, pinned_now=asked.pinned)
     st = compute("wine", "ml", o, prev, now=NOW)
     assert st["model"]["pinned"]["version"] == "1"
     # v2 serves until the job installs v1; then it is RolledBack, with the reason.
