@@ -32,7 +32,7 @@ from scorestream.tools.local.broker import free_port
 from harness import helm as helm_tool
 from harness.helm import installed_tool
 from harness.streaming import wait_until
-from test_monitoring import check_metrics, rule_groups
+from test_monitoring import ALL_ON, check_metrics, one, render, rule_groups
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -50,14 +50,26 @@ def promtool() -> str:
     return installed_tool("promtool", "prometheus")
 
 
+def scrape_config(endpoint: dict, target: str, namespace: str, name: str) -> dict:
+    """The chart's PodMonitor endpoint as the Prometheus Operator turns it into a scrape config,
+    for one static target: the labels its relabelings give a driver pod (the pod's namespace, its
+    scorestream.dev/modelserving label as `name`) are set on the target, as service discovery would."""
+    def snake(rule: dict) -> dict:
+        keys = {"sourceLabels": "source_labels", "targetLabel": "target_label"}
+        return {keys.get(k, k): v for k, v in rule.items()}
+
+    return {"job_name": "scorestream-jobs", "metrics_path": endpoint["path"],
+            "honor_labels": endpoint["honorLabels"],
+            "metric_relabel_configs": [snake(r) for r in endpoint.get("metricRelabelings", [])],
+            "static_configs": [{"targets": [target], "labels": {"namespace": namespace, "name": name}}]}
+
+
 class Prometheus:
-    def __init__(self, binary: str, workdir, targets: list[str], rule_files: list[str]):
+    def __init__(self, binary: str, workdir, scrape: dict, rule_files: list[str]):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = {"global": {"scrape_interval": SCRAPE, "evaluation_interval": SCRAPE}, "rule_files": rule_files,
-                  # honor_labels as the chart's PodMonitor: the job's namespace/name labels stay.
-                  "scrape_configs": [{"job_name": "scorestream-jobs", "honor_labels": True,
-                                      "static_configs": [{"targets": targets}]}]}
+                  "scrape_configs": [scrape]}
         (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
         self.log = open(workdir / "prometheus.log", "w")
         self.proc = subprocess.Popen(
@@ -135,8 +147,12 @@ def test_every_dashboard_panel_returns_data_from_a_real_scrape_of_a_real_job(ser
     producer.start()
     # The chart's alert rules, the dead-letter alert without its 5 minutes' wait.
     rules = tmp_path / "rules.yaml"
-    rules.write_text(yaml.safe_dump(rule_groups(helm_tool.ensure(), "--set", "monitoring.prometheusRule.deadLetterFor=0s")))
-    prom = Prometheus(prometheus_binary, tmp_path, [job.url.removeprefix("http://")], [str(rules)])
+    helm = helm_tool.ensure()
+    rules.write_text(yaml.safe_dump(rule_groups(helm, "--set", "monitoring.prometheusRule.deadLetterFor=0s")))
+    # Scraped as the chart's PodMonitor scrapes a driver: honorLabels false, its relabelings.
+    (endpoint,) = one(render(helm, *ALL_ON), "PodMonitor")["spec"]["podMetricsEndpoints"]
+    prom = Prometheus(prometheus_binary, tmp_path, scrape_config(endpoint, job.url.removeprefix("http://"), "test", "scraped"),
+                      [str(rules)])
     try:
         wait_until(prom.ready, timeout=60, what="prometheus ready")
         wait_until(lambda: prom.query('up{job="scorestream-jobs"} == 1'), timeout=60, what="the job scraped")
