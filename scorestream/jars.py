@@ -27,6 +27,7 @@ from pathlib import Path
 KAFKA = "4.3.1"
 STRIMZI = "0.49.0"
 LOG4J = "2.25.4"  # the log4j-core that kafka_2.13 brings; its slf4j binding must match it
+TENSORFLOW_JAVA = "1.1.0"
 LOCK = Path(__file__).with_name("jars.lock")
 
 # Maven's own default plugin version depends on the Maven release; pin it for the same result.
@@ -39,7 +40,7 @@ class JarError(RuntimeError):
 
 @dataclass(frozen=True)
 class JarSet:
-    # group:artifact:version; "{pyspark}" stands for the installed pyspark's version.
+    # group:artifact:version[:classifier]; "{pyspark}" stands for the installed pyspark's version.
     coordinates: tuple[str, ...]
     # Spark loads pyspark's own jars first: a second copy of one (another version) would only
     # shadow or clash, so such sets keep just the artifacts pyspark lacks.
@@ -57,6 +58,13 @@ SETS: dict[str, JarSet] = {
     "spark-kafka": JarSet(("org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark}",), without_pyspark_jars=True),
     # The benchmark's Kafka Streams + PMML4S peer (benchmarks/).
     "kstreams-peer": JarSet((f"org.apache.kafka:kafka-streams:{KAFKA}", "org.pmml4s:pmml4s_2.13:0.9.15")),
+    # TensorFlow's Java API, for the benchmark's Kafka Streams + TensorFlow peer (benchmarks/, next
+    # to the set above). The API's pom brings the native bindings' Java classes only; the
+    # libraries themselves are the platform's classified jar (~160 MB).
+    "kstreams-tf-peer": JarSet((
+        f"org.tensorflow:tensorflow-core-api:{TENSORFLOW_JAVA}",
+        f"org.tensorflow:tensorflow-core-native:{TENSORFLOW_JAVA}:linux-x86_64",
+    )),
     # Strimzi's published API (its custom resources' Java model): the tests install the
     # KafkaTopic and KafkaUser CRDs that its `io.strimzi.api.kafka.Crds` builds (tests/strimzi.py).
     "strimzi-api": JarSet((f"io.strimzi:api:{STRIMZI}",)),
@@ -185,10 +193,7 @@ def _fetch(name: str, into: Path) -> None:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise JarError("`mvn` (Apache Maven) not found: `make setup` installs it (apt-get install maven)")
-    deps = "".join(
-        "<dependency><groupId>{}</groupId><artifactId>{}</artifactId><version>{}</version></dependency>".format(*c.split(":"))
-        for c in coordinates(name)
-    )
+    deps = "".join(map(_dependency, coordinates(name)))
     with tempfile.TemporaryDirectory(prefix="scorestream-mvn-") as work:
         Path(work, "pom.xml").write_text(
             '<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>'
@@ -216,6 +221,16 @@ def _fetch(name: str, into: Path) -> None:
             if (into / jar.name).exists():
                 raise JarError(f"jar set {name!r}: two artifacts resolve to the same file name {jar.name}")
             shutil.copy2(jar, into / jar.name)
+
+
+def _dependency(coordinate: str) -> str:
+    """A pom's <dependency> for group:artifact:version[:classifier]."""
+    group, artifact, version, *classifier = coordinate.split(":")
+    if len(classifier) > 1:
+        raise JarError(f"{coordinate!r}: expected group:artifact:version[:classifier]")
+    extra = f"<classifier>{classifier[0]}</classifier>" if classifier else ""
+    return (f"<dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
+            f"<version>{version}</version>{extra}</dependency>")
 
 
 def _pyspark_version() -> str:
