@@ -27,7 +27,8 @@ import org.apache.kafka.streams.state.KeyValueStore;
 import org.apache.kafka.streams.state.Stores;
 
 /**
- * The reference architecture as a benchmark peer: Kafka Streams + PMML4S, one model per dataType.
+ * The reference architecture as a benchmark peer: Kafka Streams + PMML4S (or TensorFlow's Java API,
+ * for a TensorFlow SavedModel: ScoringModel), one model per dataType.
  *
  * <p>Model descriptors (scorestream's JSON, keyed by dataType) are read from the models topic into a
  * global store that every stream thread shares; the global thread parses each new model once, and
@@ -43,7 +44,7 @@ public final class KStreamsPeer {
   static final String DATA_TYPE_FIELD = "datatype"; // "dataType", normalised as record keys are
 
   /** Parsed models by dataType: written by the global thread, read by the stream threads. */
-  static final Map<String, PmmlModel> MODELS = new ConcurrentHashMap<>();
+  static final Map<String, ScoringModel> MODELS = new ConcurrentHashMap<>();
 
   static final LongAdder SCORED = new LongAdder();
   static final LongAdder FAILED = new LongAdder();
@@ -115,10 +116,10 @@ public final class KStreamsPeer {
         return;
       }
       try {
-        PmmlModel model = PmmlModel.fromDescriptor(record.value());
+        ScoringModel model = ScoringModel.fromDescriptor(record.value());
         store.put(dataType, record.value()); // first the store, then the cache: see Scoring.model
         MODELS.put(dataType, model);
-        System.out.println("model " + dataType + " -> " + model.name + ":" + model.version);
+        System.out.println("model " + dataType + " -> " + model.route());
       } catch (Exception e) { // keep serving the previous model
         System.out.println("model " + dataType + " rejected: " + e);
       }
@@ -141,7 +142,7 @@ public final class KStreamsPeer {
       try {
         Map<String, Object> fields = RecordFields.decodeJson(record.value());
         Object dataType = fields.get(DATA_TYPE_FIELD);
-        PmmlModel model = dataType instanceof String ? model((String) dataType) : null;
+        ScoringModel model = dataType instanceof String ? model((String) dataType) : null;
         if (model == null) {
           FAILED.increment();
           return;
@@ -157,15 +158,15 @@ public final class KStreamsPeer {
     }
 
     /** The parsed model; on a miss (a model restored at start-up), parsed from the store once. */
-    private PmmlModel model(String dataType) {
-      PmmlModel m = MODELS.get(dataType);
+    private ScoringModel model(String dataType) {
+      ScoringModel m = MODELS.get(dataType);
       if (m != null) return m;
       // Under the map's lock for this key: an update by the global thread (store first, then
       // cache) either waits for this and overwrites it, or is seen here.
       return MODELS.computeIfAbsent(dataType, k -> {
         String descriptor = store.get(k);
         try {
-          return descriptor == null ? null : PmmlModel.fromDescriptor(descriptor);
+          return descriptor == null ? null : ScoringModel.fromDescriptor(descriptor);
         } catch (Exception e) {
           return null;
         }

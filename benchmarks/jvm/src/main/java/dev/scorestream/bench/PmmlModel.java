@@ -1,7 +1,6 @@
 package dev.scorestream.bench;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import java.util.Base64;
 import java.util.Map;
 import dev.scorestream.jvm.PmmlOutputs;
@@ -14,20 +13,14 @@ import org.pmml4s.model.Model;
  * matching and the output record are scorestream's own code (RecordFields, PmmlOutputs, Records),
  * so the two peers differ in architecture, not in parsing or formatting.
  */
-final class PmmlModel {
-  private static final ObjectMapper MAPPER = new ObjectMapper();
-
-  final String name;
-  final String version;
-  private final String route; // name:version, as scorestream's records name a model
+final class PmmlModel implements ScoringModel {
+  private final String route;
   private final Model model;
   private final String[] inputs;
   private final String[] normalized;
   private final PmmlOutputs outputs;
 
   private PmmlModel(String name, String version, Model model) {
-    this.name = name;
-    this.version = version;
     this.route = name + ":" + version;
     this.model = model;
     this.inputs = model.inputNames();
@@ -36,28 +29,22 @@ final class PmmlModel {
     this.outputs = new PmmlOutputs(model);
   }
 
-  /** {name, version, dataType, format: "pmml", data: base64 PMML, ...} */
-  static PmmlModel fromDescriptor(String json) throws Exception {
-    JsonNode d = MAPPER.readTree(json);
-    if (!"pmml".equals(d.path("format").asText())) {
-      throw new IllegalArgumentException("format " + d.path("format") + " is not served by this peer");
-    }
-    if (!d.hasNonNull("data")) throw new IllegalArgumentException("descriptor has no inline data");
+  /** {name, version, dataType, format: "pmml", data: base64 PMML, ...} (ScoringModel.fromDescriptor) */
+  static PmmlModel fromDescriptor(JsonNode d) throws Exception {
     byte[] pmml = Base64.getDecoder().decode(d.get("data").asText());
     return new PmmlModel(d.get("name").asText(), d.get("version").asText(), Model.fromBytes(pmml));
   }
 
-  /** Scores one decoded record and returns scorestream's output JSON for it. */
-  byte[] score(Map<String, Object> fields, byte[] key, String topic, int partition, long offset,
+  @Override
+  public String route() {
+    return route;
+  }
+
+  @Override
+  public byte[] score(Map<String, Object> fields, byte[] key, String topic, int partition, long offset,
       long eventTime) throws Exception {
     Object[] in = new Object[inputs.length];
-    for (int i = 0; i < inputs.length; i++) {
-      Object v = fields.get(normalized[i]);
-      if (!(v instanceof Double)) {
-        throw new IllegalArgumentException("field '" + inputs[i] + "' is " + (v == null ? "missing" : "not a number"));
-      }
-      in[i] = v;
-    }
+    for (int i = 0; i < inputs.length; i++) in[i] = ScoringModel.number(fields, normalized[i], inputs[i]);
     long t0 = System.nanoTime();
     Object[] out = model.predict((Object) in);
     long nanos = System.nanoTime() - t0;
