@@ -1,9 +1,11 @@
 """Peer (K): the reference architecture, Kafka Streams + PMML4S, as a Java process
-(jvm/src/main/java/dev/scorestream/bench/).
+(jvm/src/main/java/dev/scorestream/bench/); and (K-TF), the same peer serving a TensorFlow
+SavedModel with TensorFlow's Java API.
 
-The benchmarks' Maven module (jvm/) is built on first use (jvm_build.py). Kafka Streams comes
-from Maven Central, checked against scorestream/jars.lock (``scorestream.jars``);
-PMML4S is the one scorestream scores with (the pypmml wheel's), so both peers run one version.
+The benchmarks' Maven module (jvm/) is built on first use (jvm_build.py). Kafka Streams and
+TensorFlow's Java API come from Maven Central, checked against scorestream/jars.lock
+(``scorestream.jars``); PMML4S is the one scorestream scores with (the pypmml wheel's), so both
+peers run one version.
 """
 
 from __future__ import annotations
@@ -30,6 +32,14 @@ def kafka_streams_jars() -> list[Path]:
     return [j for j in resolve("kstreams-peer") if not j.name.startswith(NOT_KAFKA)]
 
 
+def tensorflow_jars() -> list[Path]:
+    """TensorFlow's Java API 1.1.0 with its linux-x86_64 native libraries (JavaCPP unpacks them
+    into ~/.javacpp/cache the first time a peer loads them)."""
+    from scorestream.jars import resolve
+
+    return resolve("kstreams-tf-peer")
+
+
 def pmml4s_jars() -> list[Path]:
     """PMML4S as scorestream scores with it: pmml4s_2.13-1.5.8 and spray-json from the pypmml
     wheel, with the Scala 2.13 library and the commons jars that the same wheel ships for them."""
@@ -39,8 +49,10 @@ def pmml4s_jars() -> list[Path]:
     return own + [j for j in sorted(own[0].parent.glob("*.jar")) if j not in own]
 
 
-def classpath() -> str:
-    return os.pathsep.join(map(str, [bench_jar(), *kafka_streams_jars(), *pmml4s_jars(), scorer_jar()]))
+def classpath(model_format: str = "pmml") -> str:
+    """The peer's jars; TensorFlow's only for a peer that serves a TensorFlow model."""
+    tensorflow = tensorflow_jars() if model_format == "tensorflow" else []
+    return os.pathsep.join(map(str, [bench_jar(), *kafka_streams_jars(), *pmml4s_jars(), scorer_jar(), *tensorflow]))
 
 
 def scorer_jar() -> Path:
@@ -51,11 +63,15 @@ def scorer_jar() -> Path:
 
 
 class PeerProcess:
-    """The Kafka Streams peer as a JVM process in its own process group."""
+    """The Kafka Streams peer as a JVM process in its own process group. ``model_format``: the
+    format of the models it is to serve, "pmml" or "tensorflow" (which puts TensorFlow's jars on its
+    classpath); the peer picks each model's class by its descriptor's format."""
 
     trigger_seconds = 0.0  # no micro-batches: records are processed as they are polled
 
-    def __init__(self, bootstrap: str, app_id: str, topics: dict[str, str], workdir: Path, **settings: str):
+    def __init__(self, bootstrap: str, app_id: str, topics: dict[str, str], workdir: Path,
+                 model_format: str = "pmml", **settings: str):
+        self.model_format = model_format
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.workdir / f"{app_id}.log"
@@ -65,11 +81,13 @@ class PeerProcess:
         self.started = 0.0  # wall clock at start, comparable with the broker's timestamps
 
     def start(self) -> "PeerProcess":
-        cmd = ["java", *JVM_OPTS, "-cp", classpath(), MAIN_CLASS, *self.args,
+        cmd = ["java", *JVM_OPTS, "-cp", classpath(self.model_format), MAIN_CLASS, *self.args,
                *(f"{k}={v}" for k, v in self.settings.items())]
+        # TensorFlow's C++ logging as scorestream's workers set it (runtime/tf_model._tf): warnings and errors.
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
         self.started = time.time()
         self.proc = subprocess.Popen(cmd, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+                                     stdin=subprocess.DEVNULL, start_new_session=True, env=env)
         return self
 
     def alive(self) -> bool:

@@ -11,6 +11,10 @@ that every peer reads; the demo's decision tree (PMML) for every PMML peer. Part
                 model in a global store (jvm/, built by Maven and cached on first use)
   pmml, tf      scorestream's serving job (Spark local[2]) with the tree, and with the demo's
                 Keras SavedModel
+  K-tf          (K-TF): the Kafka Streams peer serving tf's SavedModel with TensorFlow's Java API
+                1.1.0 (one model call per record); its predictions checked against tf's on a sample
+                of records (against scorestream's TensorFlow code in this process when tf does not
+                run), within a relative 1e-5: beyond it, the run exits 1 after its report
   rt            scorestream's serving job with the tree and `spark.trigger: realTime` (Spark's
                 real-time mode, batches of `--rt-batch`, 5s by default: runtime/realtime.py)
   K-latency, pmml-latency, rt-latency (or: latency)
@@ -44,6 +48,7 @@ shares the cores). Nothing is asserted: the goals are printed with the figures.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import sys
@@ -57,13 +62,14 @@ import counting
 import cpu
 import kstreams
 import latency
+import predictions
 import serving
 import topics as kafka
 from scorestream import jars
 from scorestream.tools.demo import feed, models
 from scorestream.tools.local.broker import EmbeddedBroker
 
-PARTS = ("raw", "a", "K", "pmml", "tf", "rt", "K-latency", "pmml-latency", "rt-latency", "eo", "counting")
+PARTS = ("raw", "a", "K", "pmml", "tf", "K-tf", "rt", "K-latency", "pmml-latency", "rt-latency", "eo", "counting")
 ALIASES = {"latency": ("K-latency", "pmml-latency", "rt-latency"), "all": PARTS}
 DATA = "bench-in"
 
@@ -177,7 +183,7 @@ def run(args) -> dict:
                 traceback.print_exc()
                 r[name] = e
 
-        if any(p in args.only for p in ("raw", "a", "K", "pmml", "tf", "rt", "eo")):
+        if any(p in args.only for p in ("raw", "a", "K", "pmml", "tf", "K-tf", "rt", "eo")):
             kafka.make_topics(b, DATA)
             kafka.preload(b, DATA, args.records + args.warm_records)
         part("raw", lambda: (baselines.raw_rate(b, DATA, args.records, 1), baselines.raw_rate(b, DATA, args.records, 2)))
@@ -190,19 +196,48 @@ def run(args) -> dict:
             rates, out = throughput(b, "k", tree, args.records, args.per_batch, k_peer, 600, args.warm_records, broker.pid)
             return {**rates, "agreement": baselines.pypmml_agreement(tree.data, out)}
 
-        def job_throughput(name, descriptor, warm_after=0, realtime=False):
+        def job_run(name, descriptor, warm_after=0, realtime=False):
             # A real-time query takes no maxOffsetsPerTrigger: its batches are checkpoint intervals.
             per_batch = None if realtime else args.per_batch
-            rates, out = throughput(b, name, descriptor, args.records, args.per_batch,
-                                    lambda t: serving.Job(b, name, t, work, per_batch=per_batch, trigger="100ms",
-                                                          realtime=realtime, rt_batch=args.rt_batch), 900,
-                                    warm_after, broker.pid)
-            return {**rates, "agreement": baselines.pypmml_agreement(tree.data, out) if descriptor is tree else None}
+            return throughput(b, name, descriptor, args.records, args.per_batch,
+                              lambda t: serving.Job(b, name, t, work, per_batch=per_batch, trigger="100ms",
+                                                    realtime=realtime, rt_batch=args.rt_batch), 900,
+                              warm_after, broker.pid)
+
+        def job_throughput(name, descriptor, warm_after=0, realtime=False):
+            rates, out = job_run(name, descriptor, warm_after, realtime)
+            return {**rates, "agreement": baselines.pypmml_agreement(tree.data, out)}
+
+        @functools.cache
+        def keras():
+            """The demo's Keras classifier as a SavedModel, made once: tf and K-tf serve the same bytes."""
+            return models.descriptor("keras", "1", "tensorflow", models.keras_savedmodel_zip(rows, epochs=3))
+
+        tf_sample: dict = {}  # some of tf's predictions, by key: what (K-TF)'s are checked against
+
+        def tf_throughput():
+            rates, out = job_run("tf", keras())
+            tf_sample.update(predictions.sample(out))
+            return rates
+
+        def k_tf_throughput():
+            def peer(t):
+                return kstreams.PeerProcess(b, f"bench-{t['out']}", t, work / t["out"], model_format="tensorflow")
+
+            rates, out = throughput(b, "k-tf", keras(), args.records, args.per_batch, peer, 900, broker_pid=broker.pid)
+            return {**rates, "difference": tf_difference(out)}
+
+        def tf_difference(out) -> predictions.Difference:
+            if tf_sample:
+                return predictions.compare(tf_sample, predictions.matching(out, tf_sample), "scorestream TF's")
+            found = predictions.sample(out)
+            return predictions.compare(predictions.tf_model_predictions(keras().data, found), found,
+                                       "scorestream's TensorFlow code (runtime/tf_model.py) in this process")
 
         part("K", k_throughput)
         part("pmml", lambda: job_throughput("pmml", tree, args.warm_records))
-        part("tf", lambda: job_throughput(
-            "tf", models.descriptor("keras", "1", "tensorflow", models.keras_savedmodel_zip(rows, epochs=3))))
+        part("tf", tf_throughput)
+        part("K-tf", k_tf_throughput)
         part("rt", lambda: job_throughput("rt", tree, args.warm_records, realtime=True))
 
         rate, basis = latency_rate(args, r)
@@ -297,6 +332,7 @@ def report(args, r: dict) -> None:
         print("  (other work was running: every figure is lower, and the ratios noisier, than on an idle machine)")
     raw1, raw2 = ok.get("raw", (None, None))
     per_record, k, pmml, tf, rt = ok.get("a"), ok.get("K"), ok.get("pmml"), ok.get("tf"), ok.get("rt")
+    k_tf = ok.get("K-tf")
     rows = [
         ("(raw) confluent-kafka consume+produce, 1 proc", "raw", raw1 and {"steady": raw1}),
         ("(raw) confluent-kafka consume+produce, 2 procs", "raw", raw2 and {"steady": raw2}),
@@ -304,6 +340,7 @@ def report(args, r: dict) -> None:
         ("(K) Kafka Streams + PMML4S, 2 threads", "K", k),
         ("scorestream PMML", "pmml", pmml),
         ("scorestream TensorFlow", "tf", tf),
+        ("(K-TF) Kafka Streams + TF Java, 2 threads", "K-tf", k_tf),
         (f"scorestream PMML, trigger realTime {args.rt_batch}", "rt", rt),
     ]
     if any(key in r for _, key, _ in rows):
@@ -323,13 +360,8 @@ def report(args, r: dict) -> None:
             if job and raw1 and rate in job:
                 goals.append((label or f"{name} >= 50% of (raw, 1 proc)", f"{job[rate] / raw1:.0%}",
                               job[rate] >= 0.5 * raw1, ""))
-        for rate, label in (("steady", ""), ("warm", "  warm")):
-            if job and k and rate in job and rate in k:
-                x = job[rate] / k[rate]
-                wins = "" if x >= 1 else f" - (K) wins by {k[rate] / job[rate]:.2f}x ({k[rate]:,.0f} vs {job[rate]:,.0f} rec/s)"
-                if x < 1 and rate == "steady":
-                    wins += f"; incl. start-up by {k['with_startup'] / job['with_startup']:.2f}x"
-                goals.append((label or f"{name} >= 1.0x (K)", f"{x:.2f}x", x >= 1, wins))
+        goals += _against_peer(name, job, "(K)", k)
+    goals += _against_peer("scorestream TF", tf, "(K-TF)", k_tf)
     if tf and pmml:
         goals.append(("scorestream TF >= 40% of scorestream PMML", f"{tf['steady'] / pmml['steady']:.0%}", tf["steady"] >= 0.4 * pmml["steady"], ""))
     warming = [(label, v["slices"]) for label, key, v in rows if v and v.get("slices")]
@@ -354,6 +386,12 @@ def report(args, r: dict) -> None:
     if per_record and (pmml or tf or k):
         print("  against (a): " + ", ".join(f"{label} x{v['steady'] / per_record:,.0f}"
                                             for label, v in (("scorestream PMML", pmml), ("TF", tf), ("(K)", k)) if v))
+    if k_tf and "difference" in k_tf:
+        difference = k_tf["difference"]
+        print(f"\n(K-TF) predictions: {difference.describe()}")
+        if not difference.within_tolerance:
+            print("  BEYOND TOLERANCE: (K-TF) does not serve scorestream TF's predictions; its figures compare"
+                  " different work")
 
     if any(key in r for key in ("K-latency", "pmml-latency", "rt-latency")):
         rate, basis = r["latency_rate"]
@@ -381,6 +419,25 @@ def report(args, r: dict) -> None:
               f"{work:,.0f} ns of decode + PMML4S + prediction record: {count / (work + count):.2%} of the scorer's work")
         print(f"drift histograms (DriftCounts: each model input and the prediction binned): {drift:.1f} ns per "
               f"record, {drift / (work + count + drift):.2%} of the scorer's work")
+
+
+def _against_peer(name: str, job: dict | None, label: str, peer: dict | None) -> list[tuple]:
+    """The goals of a scorestream job against its Kafka Streams peer: at least its rate, steady and warm."""
+    goals = []
+    for rate, indent in (("steady", ""), ("warm", "  warm")):
+        if job and peer and rate in job and rate in peer:
+            x = job[rate] / peer[rate]
+            wins = "" if x >= 1 else f" - {label} wins by {peer[rate] / job[rate]:.2f}x ({peer[rate]:,.0f} vs {job[rate]:,.0f} rec/s)"
+            if x < 1 and rate == "steady":
+                wins += f"; incl. start-up by {peer['with_startup'] / job['with_startup']:.2f}x"
+            goals.append((indent or f"{name} >= 1.0x {label}", f"{x:.2f}x", x >= 1, wins))
+    return goals
+
+
+def predictions_differ(r: dict) -> bool:
+    """(K-TF)'s predictions were compared and are not scorestream TF's."""
+    k_tf = r.get("K-tf")
+    return isinstance(k_tf, dict) and not k_tf["difference"].within_tolerance
 
 
 def report_eo(e: dict) -> None:
@@ -474,6 +531,8 @@ def main() -> None:
     r = run(args)
     r["load"] = load
     report(args, r)
+    if predictions_differ(r):
+        sys.exit(1)
 
 
 if __name__ == "__main__":
