@@ -44,14 +44,8 @@ def pod_key(pod: Body) -> Key | None:
     return Key(meta.get("namespace", ""), name) if name else None
 
 
-# Events are taken together for this long after the first: a burst of edits (a Helm upgrade, an
-# Argo CD sync, a script patching in a loop) and the child events of one change make one reconcile,
-# and a burst of up to twice this long at most two.
-DEBOUNCE = 0.5
-
-
 class Controller:
-    def __init__(self, ctx: reconciler.Context, workers: int, debounce: float = DEBOUNCE) -> None:
+    def __init__(self, ctx: reconciler.Context, workers: int, debounce: float = reconciler.DEBOUNCE) -> None:
         self.ctx = ctx
         self.queue: WorkQueue[Key] = WorkQueue()
         self.workers, self.debounce = workers, debounce

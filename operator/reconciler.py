@@ -98,15 +98,22 @@ def next_look(config: OperatorConfig, spec: Body, new: status.Status) -> float:
     return config.observe_interval
 
 
+# Events are taken together for this long after the first: a burst of edits (a Helm upgrade, an
+# Argo CD sync, a script patching in a loop) and the child events of one change make one reconcile,
+# and a burst of up to twice this long at most two.
+DEBOUNCE = 0.5
+
+
 async def reconcile(ctx: Context, key: Key) -> float | None:
     """Reconcile the resource `key` names as the cache holds it and write its new status with the
     resourceVersion read; returns the seconds until it should be looked at again, or None where
     it is gone.
 
     A status write refused because the resource changed since (409) is not retried here: the
-    newer version is read into the cache and the key queued again, to be decided afresh. A status
-    computed from an older one would undo the steps recorded since (a canary's figures and its
-    Promoting step, say)."""
+    newer version is read into the cache and the key looked at again after the debounce, as the
+    edit's own event would have it, so that the rest of a burst comes along. A status computed from
+    an older one would undo the steps recorded since (a canary's figures and its Promoting step,
+    say)."""
     body = ctx.cache.resource(key)
     if body is None or body["metadata"].get("deletionTimestamp"):
         return None  # the garbage collector takes the children
@@ -119,7 +126,7 @@ async def reconcile(ctx: Context, key: Key) -> float | None:
         fresh = await ctx.kube.get(s.API_VERSION, s.KIND, key.namespace, key.name)
         if fresh is not None:
             ctx.cache.put(fresh)
-        return 0.0
+        return DEBOUNCE
     return next_look(ctx.config, body.get("spec") or {}, new)
 
 

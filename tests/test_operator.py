@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from scorestream import naming
-from scorestream.operator.controller import DEBOUNCE
+from scorestream.operator.reconciler import DEBOUNCE
 from scorestream.operator.settings import OperatorConfig
 from scorestream.tools.local.broker import create_topics
 

@@ -317,7 +317,9 @@ async def test_kafka_topics_are_made_and_the_job_waits_for_them_to_be_ready(api,
                                  strimziTopics={"cluster": CLUSTER})
     body["spec"]["spark"]["triggerInterval"] = "500ms"
     api.create("v1/secrets", secret_object(CA_SECRET, api.ns, pki.cluster_ca_secret()))
-    async with Operated(api, observeInterval=0.5) as run:
+    # The operator trusts a Secret it has read for secretsRecheck (it may not watch Secrets): 2 s
+    # here, so that the KafkaUser Secret's removal below is seen within the wait for it.
+    async with Operated(api, observeInterval=0.5, secretsRecheck=2) as run:
         await apply(api, body)
         # No KafkaUser Secret yet (Strimzi's User Operator writes it a moment after the KafkaUser).
         await until(lambda: condition(api, "wine", "Ready").get("reason") == "KafkaCredentialsMissing", timeout=30,
