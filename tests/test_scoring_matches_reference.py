@@ -58,14 +58,15 @@ def by_type(outputs: list[dict]) -> dict[str, list[dict]]:
     return grouped
 
 
-def run_all(serving, descriptors: dict[str, ModelDescriptor], rows, **config) -> dict[str, list[dict]]:
+def run_all(serving, descriptors: dict[str, ModelDescriptor], rows: dict[str, list], **config) -> dict[str, list[dict]]:
+    """Each dataType's rows scored by one job serving every descriptor, by dataType."""
     s = serving(dataTypes=list(descriptors), **config)
     for d in descriptors.values():
         s.publish(d)
     job = s.start().wait_ready()
     n = 0
     for dt in descriptors:
-        n += s.produce(feed.wine_records(rows, dt))
+        n += s.produce(feed.wine_records(rows[dt], dt))
     job.wait_records(n)
     out = s.outputs(expect=n)
     assert job.stop() == 0
@@ -74,12 +75,16 @@ def run_all(serving, descriptors: dict[str, ModelDescriptor], rows, **config) ->
     return by_type(out)
 
 
-def test_report_models_match_reference(serving, wine_fixtures):
-    rows = feed.wine_rows(str(wine_fixtures / "winequality_red.csv"))
-    assert len(rows) == 1599
+# One job for the report's models and the demo's: a job start is most of the cost.
+def test_report_and_demo_models_match_reference(serving, wine_fixtures, tmp_path):
+    report_rows = feed.wine_rows(str(wine_fixtures / "winequality_red.csv"))
+    assert len(report_rows) == 1599
+    rows = feed.wine_rows()
     tree = (wine_fixtures / "winequalityDecisionTreeClassification.pmml").read_bytes()
     linear = (wine_fixtures / "winequalityLinearRegression.pmml").read_bytes()
     tf_dir = wine_fixtures / "tf_saved" / "1"
+    demo_tree, demo_linear = models.tree_pmml(rows), models.linear_pmml(rows)
+    keras_zip = models.keras_savedmodel_zip(rows, epochs=3)
     got = run_all(
         serving,
         {
@@ -87,37 +92,26 @@ def test_report_models_match_reference(serving, wine_fixtures):
             "linear": ModelDescriptor(name="report-linear", version="1", dataType="linear", format="pmml", data=linear),
             "tf": ModelDescriptor(name="report-tf", version="1", dataType="tf", format="tensorflow",
                                   inputs=list(feed.WINE_COLUMNS), location=f"file://{tf_dir}"),
+            "demo-tree": models.descriptor("demo-tree", "1", "pmml", demo_tree, data_type="demo-tree"),
+            "demo-linear": models.descriptor("demo-linear", "1", "pmml", demo_linear, data_type="demo-linear"),
+            "keras": models.descriptor("demo-keras", "1", "tensorflow", keras_zip, data_type="keras"),
         },
-        rows,
+        {"tree": report_rows, "linear": report_rows, "tf": report_rows,
+         "demo-tree": rows, "demo-linear": rows, "keras": rows},
         # The SavedModel folder is read where it lies: the job may read files under it only.
         artifacts={"modelDirs": [str(wine_fixtures)]},
     )
-    assert_pmml_equal(got["tree"], pypmml_outputs(tree, rows), "tree")
-    assert_pmml_equal(got["linear"], pypmml_outputs(linear, rows), "linear")
-    want = tf_outputs(tf_dir, rows)
+    assert_pmml_equal(got["tree"], pypmml_outputs(tree, report_rows), "tree")
+    assert_pmml_equal(got["linear"], pypmml_outputs(linear, report_rows), "linear")
+    want = tf_outputs(tf_dir, report_rows)
     for i, o in enumerate(got["tf"]):
         np.testing.assert_allclose([o["outputs"][str(k)] for k in range(9)], want[i], rtol=1e-6, atol=1e-7)
         assert o["prediction"] == float(np.argmax(want[i]))
         assert o["model"] == {"name": "report-tf", "version": "1"}
     assert {o["model"]["name"] for o in got["tree"]} == {"report-tree"}
 
-
-def test_demo_models_match_reference(serving, tmp_path):
-    rows = feed.wine_rows()
-    tree = models.tree_pmml(rows)
-    linear = models.linear_pmml(rows)
-    keras_zip = models.keras_savedmodel_zip(rows, epochs=3)
-    got = run_all(
-        serving,
-        {
-            "tree": models.descriptor("demo-tree", "1", "pmml", tree, data_type="tree"),
-            "linear": models.descriptor("demo-linear", "1", "pmml", linear, data_type="linear"),
-            "keras": models.descriptor("demo-keras", "1", "tensorflow", keras_zip, data_type="keras"),
-        },
-        rows,
-    )
-    assert_pmml_equal(got["tree"], pypmml_outputs(tree, rows), "demo tree")
-    assert_pmml_equal(got["linear"], pypmml_outputs(linear, rows), "demo linear")
+    assert_pmml_equal(got["demo-tree"], pypmml_outputs(demo_tree, rows), "demo tree")
+    assert_pmml_equal(got["demo-linear"], pypmml_outputs(demo_linear, rows), "demo linear")
     from scorestream.runtime import tf_model
 
     want = tf_model.load(tf_model.unpack(keras_zip, tmp_path / "keras", ArtifactPolicy())).predict(
