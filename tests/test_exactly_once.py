@@ -261,12 +261,12 @@ def eo_conf(executors: int) -> dict[str, str]:
 
 
 # TensorFlow scores in Python workers (mapInArrow), between the source and the transactional sink:
-# each input partition must still reach the sink whole and in order.
-@pytest.mark.parametrize("model", ["tree", "keras"])
-def test_kill_9_in_local_mode_writes_nothing_twice(serving, demo_models, model):
-    """The short form, in one JVM: kill -9 of the job mid-stream, restart, every input once."""
+# each input partition must still reach the sink whole and in order. (PMML's kill -9 of the driver
+# is the first fault of the test after this one.)
+def test_kill_9_of_a_tensorflow_job_writes_nothing_twice(serving, demo_models):
+    """In one JVM: kill -9 of the job mid-stream, restart, every input once."""
     s = serving(partitions=2, delivery="exactlyOnce", kafka={"maxOffsetsPerTrigger": 500})
-    s.publish(demo_models[model])
+    s.publish(demo_models["keras"])
     rows = feed.wine_rows()
     records = feed.wine_records([rows[i % len(rows)] for i in range(6000)])
     records[1234] = (b"bad", b"{broken")
@@ -289,10 +289,11 @@ def test_exactly_once_through_kills_a_zombie_an_upgrade_and_a_rescale(serving, m
                 kafka={"maxOffsetsPerTrigger": 8000, "properties": ZOMBIE_CLIENT},
                 spark={"master": machines.master, "conf": eo_conf(2)})
     s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml()))
-    # A live stream over about five minutes (longer when the job is slower than that): every
-    # fault below lands while records flow. Every 997th record is broken: dead letters count too.
+    # A live stream over about two and a half minutes, and more where the faults take longer
+    # (flowing): every fault below lands while records flow. Every 997th record is broken: dead
+    # letters count too.
     chunk = max(PARTITIONS, RECORDS // 600 // PARTITIONS * PARTITIONS)  # whole rounds: record i in i % PARTITIONS
-    streams = [Stream(s, RECORDS, chunk=chunk, pause=0.5, broken_every=997)]
+    streams = [Stream(s, RECORDS, chunk=chunk, pause=0.25, broken_every=997)]
     work = Path(machines.workdir) / "work"  # the workers' folder: each executor runs in a folder of its own there
     started = time.monotonic()
     streams[0].start()
@@ -305,7 +306,7 @@ def test_exactly_once_through_kills_a_zombie_an_upgrade_and_a_rescale(serving, m
         nonlocal n
         if not streams[-1].is_alive():
             more = RECORDS // 10 // PARTITIONS * PARTITIONS
-            streams.append(Stream(s, more, chunk=chunk, pause=0.5, start=n, broken_every=997))
+            streams.append(Stream(s, more, chunk=chunk, pause=0.25, start=n, broken_every=997))
             streams[-1].start()
             n += more
 

@@ -413,13 +413,14 @@ def _swap_times(s, job, label: str, versions: list, sample_size: str, before: in
 @pytest.mark.spark
 @pytest.mark.broker
 def test_pmml_swap_times(serving, demo_models, verified_linear):
-    """Message on the topic -> the job serving it, over 10 swaps of a verified PMML model while
-    records stream; verification time reported apart. Printed, not asserted: timings vary with load."""
+    """Message on the topic -> the job serving it, over 4 swaps of a verified PMML model while
+    records stream; verification time reported apart. Printed, not asserted: timings vary with load
+    (a swap's cost at scale is the benchmarks' to measure)."""
     s = serving()
     _log_append_time(s)
     s.publish(demo_models["tree"])
     job = s.start().wait_ready()
-    _swap_times(s, job, "PMML", [models.descriptor("linear", f"swap{i}", "pmml", verified_linear) for i in range(10)],
+    _swap_times(s, job, "PMML", [models.descriptor("linear", f"swap{i}", "pmml", verified_linear) for i in range(4)],
                 "its 20 ModelVerification records")
     assert job.stop() == 0
 
@@ -451,7 +452,7 @@ def _variant_graph(data: bytes, i: int) -> bytes:
 @pytest.mark.broker
 def test_tensorflow_swap_times_and_sample_verification(serving, demo_models):
     """A PMML job's first TensorFlow model (cold: Python workers start and import TensorFlow), then
-    10 swaps alternating a SavedModel and a frozen graph, each new bytes (no cache can answer),
+    4 swaps alternating a SavedModel and a frozen graph, each new bytes (no cache can answer),
     each verified on a 20-record sample in the Python workers that score, while records stream.
     Then a model failing its sample (each record's true quality expected, which no model of the
     wine data predicts) is rejected with the reason, and the last one keeps serving."""
@@ -463,7 +464,7 @@ def test_tensorflow_swap_times_and_sample_verification(serving, demo_models):
     records = [dict(r, quality=row[11]) for r, row in zip(wine_sample(rows[:20]), rows[:20])]
     sample = Sample(records=records)
     versions = []
-    for i in range(11):
+    for i in range(5):
         if i % 2 == 0:
             d = keras.model_copy(update={"version": f"saved{i}", "data": _variant_zip(keras.data, i)})
         else:
@@ -483,9 +484,9 @@ def test_tensorflow_swap_times_and_sample_verification(serving, demo_models):
     finally:
         holding.stop()
     # An admission waits for a batch that scores TensorFlow (and a ping skips it), so the one
-    # Python worker per executor (local mode: one) that scores also admits: after 11 swaps while
-    # records stream, one process holds TensorFlow and the models (~700 MB); the old code kept
-    # two every time. The least of a few samples, so that a worker on its way out is not counted.
+    # Python worker per executor (local mode: one) that scores also admits: after 5 swaps while
+    # records stream, one process holds TensorFlow and the models (~700 MB), not one per admission.
+    # The least of a few samples, so that a worker on its way out is not counted.
     # Printed, not asserted: on 2 loaded cores Spark once still started a second worker (README,
     # "Model admission"), a bound this job does not hold yet.
     samples = []
