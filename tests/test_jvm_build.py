@@ -45,6 +45,7 @@ def test_the_benchmark_module_builds_against_the_same_versions_and_plugins():
     for shared in ("maven.compiler.release", "spark.version", "scala.binary.version", "pmml4s.version"):
         assert bench[shared] == ours[shared], shared
     assert bench["kafka.version"] == jars.KAFKA
+    assert bench["tensorflow.version"] == jars.TENSORFLOW_JAVA  # the (K-TF) peer runs the pinned set
     assert plugin_pins(BENCH) == plugin_pins(jvm.POM)
     assert all(v and v[0].isdigit() for v in plugin_pins(jvm.POM).values()), "every plugin pinned"
 
