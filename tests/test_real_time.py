@@ -3,7 +3,9 @@
 A hot swap lands at a batch's first offset; the statistics match what was written, per model;
 a TensorFlow model is refused; SIGTERM mid-stream, then a restart, writes every record exactly
 once; kill -9 redoes at most the batch in flight; the warm-up writes and counts nothing, and a
-stop ends it; a partition without a task slot stops the job.
+stop ends it; a partition without a task slot stops the job. On Spark's standalone cluster (the
+scorer's table crossing to executors of their own, a swap, a refused live rescale):
+test_exactly_once_real_time.py.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import pytest
 from scorestream.config import REAL_TIME_PMML_ONLY, WARM_UP_BATCHES
 from scorestream.tools.demo import feed, models
 
-from harness.standalone import standalone_conf
 from harness.streaming import Stream, takeovers, wait_until
 from test_delivery import _group_gone, all_positions, expected_positions
 
@@ -132,30 +133,3 @@ def test_a_real_time_job_with_fewer_task_slots_than_partitions_refuses_to_start(
     job = s.start()
     assert job.proc.wait(180) == 1
     assert "needs a task slot per data-topic partition: 2 partitions, 1 slots" in job.tail()
-
-
-@pytest.mark.timeout(600)
-def test_real_time_on_a_standalone_cluster_swaps_and_stops_with_every_record_once(serving, cluster):
-    """Executors in JVMs of their own: the scorer's table crosses to them in the serialized task,
-    the batch id comes from the task's properties, and the job counts the slots they offer."""
-    s = serving(partitions=2)
-    s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml(feed.wine_rows())))
-    spark = {"master": cluster.master, "conf": standalone_conf(2), **REAL_TIME["spark"]}
-    job = s.start(spark=spark).wait_ready(timeout=300)
-    code, answer = job.post("/executors", {"total": 1})
-    assert (code, answer["accepted"]) == (409, False) and "restarts" in answer["reason"], (code, answer)
-    stream = Stream(s, total=10**9, chunk=50, pause=0.05)
-    stream.start()
-    wait_until(lambda: job.get("/stats")["totals"]["recordsIn"] >= 1000, what="records under the tree")
-    assert job.get("/stats")["totals"]["executorsUsedLastBatch"] == 2
-    s.publish(models.descriptor("linear", "2", "pmml", models.linear_pmml(feed.wine_rows())))
-    wait_until(lambda: job.get("/stats")["dataTypes"]["wine"]["name"] == "linear"
-               and job.get("/stats")["dataTypes"]["wine"]["invocations"] >= 1000, what="1000 under linear")
-    assert job.stop() == 0
-    again = s.start(spark=spark).wait_ready(timeout=300)
-    wait_until(lambda: again.get("/stats")["totals"]["recordsIn"] >= 1000, what="records after the restart")
-    sent = stream.stop()
-    seen = all_positions(s, sent, timeout=120)
-    assert again.stop() == 0
-    assert set(seen) == expected_positions(s, sent) and sum(c - 1 for c in seen.values()) == 0
-    assert [name for name, _ in takeovers(s.outputs(expect=sent))] == ["tree", "linear"]
