@@ -59,8 +59,8 @@ def test_the_plugin_reads_the_resource_through_the_api_package_alone():
     assert sorted(n for n in plugin if n.startswith("scorestream.operator")) == []
 
 
-# The CLI's commands that run operator code; every other command (validate, explain, the job)
-# reads a ModelServing through the API package.
+# Where the CLI imports operator code: the operator, crd and render commands. The others (the job,
+# verify, the demo) import none, and render's check of a manifest reads it through the API package.
 CLI_OPERATOR_COMMANDS = {"_dispatch": {"scorestream.operator.crd", "scorestream.operator.handlers",
                                        "scorestream.operator.settings"},
                          "_render": {"scorestream.operator.desired", "scorestream.operator.images",
