@@ -69,35 +69,42 @@ def test_canary_routes_its_share_by_key_and_is_withdrawn(serving, demo_models):
     produced(s, job, n, 1_000, 0)
     later = [o for o in s.outputs(expect=n + 3_000) if int(o["key"].split("-")[1]) >= n]
     assert len(later) == 1_000 and {o["model"]["name"] for o in later} == {"tree"}
+
+    # A canary promoted: the same model published as the serving one. It serves every record,
+    # and is no longer a candidate.
+    s.publish(as_candidate(demo_models["linear"], "Canary", 50))
+    wait_until(lambda: "wine" in job.get("/models")["candidates"], what="the canary installed again")
+    s.publish(demo_models["linear"])
+    wait_until(lambda: job.get("/models")["serving"]["wine"]["name"] == "linear", what="linear serving")
+    assert job.get("/models")["candidates"] == {}, "a promoted candidate is no longer a candidate"
+    produced(s, job, n + 1_000, 2_000, 1_000)
+    promoted = [o for o in s.outputs(expect=n + 5_000) if int(o["key"].split("-")[1]) >= n + 1_000]
+    assert len(promoted) == 2_000 and {o["model"]["name"] for o in promoted} == {"linear"}
     assert not s.read("dlq", idle=1.0)
     assert job.stop() == 0
 
 
-def test_promoting_the_canary_serves_it_everywhere(serving, demo_models):
+def test_a_shadow_scores_every_record_and_writes_none_a_classifier_then_tensorflow(serving, demo_models):
+    """Each shadow's figures are its own: the second is compared on the records after it came."""
     s = serving()
-    job = with_candidate(s, demo_models, "linear", "Canary", 50)
-    s.publish(demo_models["linear"])  # promotion: the same model as the serving one
-    wait_until(lambda: job.get("/models")["serving"]["wine"]["name"] == "linear", what="linear serving")
-    assert job.get("/models")["candidates"] == {}, "a promoted candidate is no longer a candidate"
-    produced(s, job, 0, 2_000, 0)
-    assert {o["model"]["name"] for o in s.outputs(expect=2_000)} == {"linear"}
-    assert job.stop() == 0
-
-
-@pytest.mark.parametrize("candidate, kind", [("shallow", "classifier"), ("keras", "tensorflow")])
-def test_shadow_scores_every_record_and_writes_none(serving, demo_models, candidate, kind):
-    s = serving()
-    job = with_candidate(s, demo_models, candidate, "Shadow")
+    job = with_candidate(s, demo_models, "shallow", "Shadow")
     n = 3_000
-    stats = produced(s, job, 0, n, 0)
-    out = s.outputs(expect=n)
-    assert len(out) == n and {o["model"]["name"] for o in out} == {"tree"}, "only the serving model is written"
-    cand = stats["dataTypes"]["wine"]["candidate"]
-    cmp = cand["comparison"]
-    assert cand["strategy"] == "Shadow" and cmp["records"] == n and cmp["errors"] == 0
-    # Two different models of the same data: they agree often, not always.
-    print(f"\nshadow {candidate}: {cmp}")
-    assert 0.3 < cmp["agreement"] < 1.0, cmp
-    assert cmp["meanAbsDiff"] > 0
-    assert stats["dataTypes"]["wine"]["invocations"] == n
+    for i, candidate in enumerate(("shallow", "keras")):
+        if i:
+            s.publish(as_candidate(demo_models[candidate], "Shadow"))
+            wait_until(lambda: job.get("/models")["candidates"]["wine"]["name"] == candidate,
+                       what=f"the {candidate} shadow installed")
+        stats = produced(s, job, i * n, n, i * n)
+        out = s.outputs(expect=(i + 1) * n)
+        assert len(out) == (i + 1) * n and {o["model"]["name"] for o in out} == {"tree"}, \
+            "only the serving model is written"
+        cand = stats["dataTypes"]["wine"]["candidate"]
+        cmp = cand["comparison"]
+        assert cand["name"] == candidate and cand["strategy"] == "Shadow", cand
+        assert cmp["records"] == n and cmp["errors"] == 0, cmp
+        # Two different models of the same data: they agree often, not always.
+        print(f"\nshadow {candidate}: {cmp}")
+        assert 0.3 < cmp["agreement"] < 1.0, cmp
+        assert cmp["meanAbsDiff"] > 0
+        assert stats["dataTypes"]["wine"]["invocations"] == (i + 1) * n
     assert job.stop() == 0

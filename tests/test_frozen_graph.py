@@ -89,11 +89,15 @@ def test_cli_verifies_a_frozen_graph_against_a_sample(tmp_path, capsys, frozen_g
 
 @pytest.mark.spark
 @pytest.mark.broker
-def test_frozen_graph_served_equals_tensorflow_on_all_rows(serving, frozen_graph):
+def test_frozen_graph_served_equals_tensorflow_then_swapped_mid_stream_with_savedmodel_and_pmml(serving, demo_models,
+                                                                                               frozen_graph):
+    """Every row scored by a frozen graph (named in a JSON descriptor, or inferred from the
+    report's protobuf) as TensorFlow scores it; then, in the same job, a stream whose model goes
+    SavedModel -> frozen graph -> PMML -> frozen graph with no batch scored by two."""
     rows = feed.wine_rows()
     assert len(rows) == ROWS
     want = tensorflow_reference(frozen_graph, rows)
-    s = serving(dataTypes=["graph", "proto"])
+    s = serving(dataTypes=["graph", "proto", "wine"])
     # JSON descriptor with the tensor names given, and a sample to verify before it serves: the
     # first 50 rows, each expecting TensorFlow's class.
     sample = [dict(json.loads(feed.wine_json(r, "graph")), expected=int(k)) for r, k in zip(rows[:50], want.argmax(1))]
@@ -103,6 +107,7 @@ def test_frozen_graph_served_equals_tensorflow_on_all_rows(serving, frozen_graph
     # The report's protobuf message, type TENSORFLOW: no names, no version; both inferred.
     proto = messages.ModelDescriptorProto(name="report-graph", dataType="proto", modeltype=0, data=frozen_graph)
     feed.publish_raw(s.broker.bootstrap, s.topics["models"], s.key("proto"), proto.SerializeToString())
+    s.publish(demo_models["keras"])
     job = s.start().wait_ready()
     serving_now = job.get("/models")["serving"]
     assert serving_now["graph"]["name"] == "frozen" and serving_now["proto"]["format"] == "tensorflow"
@@ -119,7 +124,6 @@ def test_frozen_graph_served_equals_tensorflow_on_all_rows(serving, frozen_graph
     reason = next(r["reason"] for r in job.get("/models")["rejected"] if r["model"] == "frozen:bad")
     assert "no-such-op" in reason, reason
     assert job.get("/models")["serving"]["graph"]["version"] == "1"
-    assert job.stop() == 0
     assert len(out) == n and s.read("dlq", idle=1.0) == []
 
     worst = 0.0
@@ -133,22 +137,15 @@ def test_frozen_graph_served_equals_tensorflow_on_all_rows(serving, frozen_graph
         worst = max(worst, float(np.abs(have - want).max()))
     print(f"frozen graph vs TensorFlow over {ROWS} rows x 2 descriptors: max abs difference {worst:.3g}")
 
-
-@pytest.mark.spark
-@pytest.mark.broker
-def test_frozen_graph_swapped_mid_stream_with_savedmodel_and_pmml(serving, demo_models, frozen_graph):
-    graph = models.descriptor("frozen", "5", "tensorflow", frozen_graph, graph=TensorFlowGraph())
-    s = serving()
-    s.publish(demo_models["keras"])
-    job = s.start().wait_ready()
-    # Warm up: the first batch starts Python workers and imports TensorFlow in them.
-    s.produce(feed.wine_records(feed.wine_rows()[:100], start=100000))
-    job.wait_records(100)
+    # The swaps, on the wine records of a live stream (TensorFlow is imported in the Python
+    # workers by now: the graph's batches did it).
+    wine_graph = models.descriptor("frozen", "5", "tensorflow", frozen_graph, graph=TensorFlowGraph())
     stream = Stream(s, total=10**9, pause=0.25)
     stream.start()
     swaps = {}
 
-    def swap(d, after: int) -> None:
+    def swap(d, more: int) -> None:
+        after = job.get("/stats")["totals"]["recordsIn"] + more
         wait_until(lambda: job.get("/stats")["totals"]["recordsIn"] >= after, what=f"{after} records")
         t0 = time.monotonic()
         s.publish(d)
@@ -158,18 +155,18 @@ def test_frozen_graph_swapped_mid_stream_with_savedmodel_and_pmml(serving, demo_
                    and job.get("/stats")["dataTypes"]["wine"]["invocations"] > 0, timeout=180, what=f"{d.name} scoring")
 
     try:
-        swap(graph, 1100)                 # SavedModel -> frozen graph
-        swap(demo_models["tree"], job.get("/stats")["totals"]["recordsIn"] + 1000)  # frozen graph -> PMML
-        swap(graph.model_copy(update={"version": "6"}), job.get("/stats")["totals"]["recordsIn"] + 1000)  # PMML -> graph
+        swap(wine_graph, 1000)  # SavedModel -> frozen graph
+        swap(demo_models["tree"], 1000)  # frozen graph -> PMML
+        swap(wine_graph.model_copy(update={"version": "6"}), 1000)  # PMML -> graph
     except TimeoutError as e:
         raise AssertionError(f"{e}; stream sent {stream.sent}, error {stream.error!r}; job log:\n{job.tail(60)}") from None
     sent = stream.stop()
     assert stream.error is None
-    stats = job.wait_records(sent + 100)
+    stats = job.wait_records(n + sent)
     print("publish -> serving (s): " + ", ".join(f"{k} {v:.2f}" for k, v in swaps.items()))
 
-    out = [o for o in s.outputs(expect=sent + 100) if int(o["key"].split("-")[1]) < 100000]
-    assert len(out) == sent and len({o["key"] for o in out}) == sent, "every record scored exactly once"
-    assert takeovers(out) == [("keras", "3"), ("frozen", "5"), ("tree", "1"), ("frozen", "6")]
+    wine = [o for o in s.outputs(expect=n + sent) if o["key"].startswith("wine-")]
+    assert len(wine) == sent and len({o["key"] for o in wine}) == sent, "every record scored exactly once"
+    assert takeovers(wine) == [("keras", "3"), ("frozen", "5"), ("tree", "1"), ("frozen", "6")]
     assert stats["totals"]["modelSwitches"] == 3
     assert job.stop() == 0
