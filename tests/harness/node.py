@@ -520,8 +520,15 @@ def sweep_stale() -> list[str]:
             continue
         tag = name.removeprefix(netns_of(""))
         dirs = list(Path("/tmp").glob(f"ss-node-{tag}-*"))
-        if _run("ip", "netns", "pids", name, check=False).stdout.strip() or any(_owner_alive(d) for d in dirs):
+        if any(_owner_alive(d) for d in dirs):
             continue
+        # The owner killed, its node's processes live on in the namespace (containerd, the
+        # kubelet, the shims and their containers): killed with it.
+        for pid in _run("ip", "netns", "pids", name, check=False).stdout.split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (OSError, ValueError):
+                pass
         for d in dirs:
             _unmount_under(d)
             shutil.rmtree(d, ignore_errors=True)
