@@ -1,10 +1,12 @@
 """delivery: exactlyOnce with trigger realTime, on real parts: a Kafka transaction per input
 partition and real-time batch (TransactionalWriter). On Spark's standalone cluster, kill -9 of the
 driver mid-batch (its transactions open, records sent in them), a producer from before the restart
-fenced, kill -9 of an executor, a zombie executor fenced, a stateless upgrade and a rescale. A
-read_committed consumer sees every input offset exactly once across the output and dead-letter
-topics; the records of the aborted transactions, written again, only a read_uncommitted one. A file of its own:
-the micro-batch tests take minutes too, and the suite's workers take a file each."""
+fenced, kill -9 of an executor and a rescale by a restart. The zombie executor and the stateless
+upgrade are test_exactly_once.py's: the transactional ids that fence a zombie and the offsets an
+upgrade starts from are the same in both trigger modes. A read_committed consumer sees every input
+offset exactly once across the output and dead-letter topics; the records of the aborted
+transactions, written again, only a read_uncommitted one. A file of its own: the micro-batch tests
+take minutes too, and the suite's workers take a file each."""
 
 from __future__ import annotations
 
@@ -18,9 +20,8 @@ from confluent_kafka import KafkaException
 
 from scorestream.tools.demo import models
 from harness.streaming import Stream, wait_until
-from test_exactly_once import (RECORDS, ZOMBIE_CLIENT, assert_each_input_once, committed, eo_conf,
-                               executors_of_latest_app, live_executors, open_transaction_of_partition_0,
-                               written_again, zombie_fenced)
+from test_exactly_once import (RECORDS, assert_each_input_once, committed, eo_conf, executors_of_latest_app,
+                               open_transaction_of_partition_0, written_again)
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -40,10 +41,9 @@ def each_input_once_after(s, stream, sent: int, job, timeout: float) -> int:
 def test_exactly_once_in_real_time_mode_on_a_standalone_cluster(serving, machines):
     """trigger realTime with executors in their own JVMs (the writer and the scorer's table cross to
     them in the task), a keyed stream of SCORESTREAM_EO_RECORDS records flowing throughout: a model
-    swap, kill -9 of the driver, a
-    producer from before the restart fenced, kill -9 of an executor, a zombie executor fenced, a
-    stateless upgrade and a rescale; a read_committed consumer sees every input offset once."""
-    s = serving(partitions=2, delivery="exactlyOnce", kafka={"properties": ZOMBIE_CLIENT})
+    swap, kill -9 of the driver, a producer from before the restart fenced, kill -9 of an executor
+    and a rescale; a read_committed consumer sees every input offset once."""
+    s = serving(partitions=2, delivery="exactlyOnce")
     s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml()))
     # A slot per partition: two executors of one core.
     spark = {"master": machines.master, "conf": eo_conf(2), "trigger": "realTime", "triggerInterval": "5s"}
@@ -111,23 +111,7 @@ def test_exactly_once_in_real_time_mode_on_a_standalone_cluster(serving, machine
         at = committed(s)
         job = restarted_if_it_exited(job, lambda: committed(s) >= at + 3000)
 
-        # 3. A zombie: an executor's machine paused while it writes, resumed once its work has moved on.
-        more(3000)
-        paused: set[int] = set()
-        wait_until(lambda: len(live_executors(work, paused)) == 2, timeout=300, what="two live executors")
-        job, refused = zombie_fenced(s, job, work, paused, restarted_if_it_exited)
-        steps.append(f"executor paused while writing, its partitions written by another, resumed: refused with"
-                     f" {refused} at {committed(s)}")
-
-        # 4. An upgrade: a graceful stop, then a fresh checkpoint, starting from the group's offsets.
-        more(3000)
-        assert job.stop() == 0
-        s.checkpoint = str(s.workdir / "stateless-upgraded")
-        job = s.start(spark=spark, upgradeMode="stateless").wait_ready(timeout=300)
-        more(3000)
-        steps.append(f"upgraded at {committed(s)}")
-
-        # 5. A rescale to three executors: real-time mode takes a new executor count by a restart
+        # 3. A rescale to three executors: real-time mode takes a new executor count by a restart
         # from the same checkpoint (a real-time batch's tasks are fixed while it runs).
         assert job.stop() == 0
         spark = {**spark, "conf": eo_conf(3)}

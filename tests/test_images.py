@@ -10,6 +10,7 @@ import random
 import shutil
 import subprocess
 import uuid
+import zipfile
 
 import pytest
 
@@ -35,10 +36,11 @@ class Container:
         engine("from", "--pull=never", "--name", self.name, f"oci-archive:{archive}")
         self.config = json.loads(engine("inspect", "--type", "container", self.name))["OCIv1"]["config"]
 
-    def run(self, *cmd: str, user: str | None = None) -> subprocess.CompletedProcess:
+    def run(self, *cmd: str, user: str | None = None, volume: str | None = None) -> subprocess.CompletedProcess:
         return subprocess.run(["buildah", "--root", str(self.engine.root), "--runroot", str(self.engine.runroot),
                                "--storage-driver", "overlay", "run", "--network=none",
-                               *([f"--user={user}"] if user else []), self.name, "--", *cmd],
+                               *([f"--user={user}"] if user else []), *([f"--volume={volume}"] if volume else []),
+                               self.name, "--", *cmd],
                               capture_output=True, text=True, timeout=300)
 
     def remove(self) -> None:
@@ -85,6 +87,30 @@ def test_only_the_tensorflow_flavour_carries_tensorflow(containers):
     probe = "import importlib.util as u; print(u.find_spec('tensorflow') is not None, u.find_spec('pyspark') is not None)"
     assert containers["runtime"].run("python", "-c", probe).stdout.split() == ["True", "True"]
     assert containers["runtime-pmml"].run("python", "-c", probe).stdout.split() == ["False", "True"]
+
+
+# The real node's test serves PMML with the runtime-pmml image; what the TensorFlow flavour adds is
+# TensorFlow itself, so its check is that the image's TensorFlow scores a SavedModel as the host's does.
+SCORE_IN_IMAGE = ("import json, sys, numpy as np; from pathlib import Path; from scorestream.runtime import tf_model; "
+                  "m = tf_model.load(tf_model.saved_model_folder(Path('/model'))); "
+                  "print(json.dumps(m.predict(np.array(json.loads(sys.argv[1]), dtype=np.float32)).tolist()))")
+
+
+def test_the_tensorflow_flavour_scores_a_savedmodel_as_the_host_does(containers, tmp_path):
+    import numpy as np
+
+    from scorestream.runtime import tf_model
+    from scorestream.tools.demo import feed, models
+
+    rows = feed.wine_rows()
+    (tmp_path / "model.zip").write_bytes(models.keras_savedmodel_zip(rows, epochs=2))
+    zipfile.ZipFile(tmp_path / "model.zip").extractall(tmp_path / "model")
+    x = [row[:11] for row in rows[:20]]
+    res = containers["runtime"].run("python", "-c", SCORE_IN_IMAGE, json.dumps(x), user=f"{RANDOM_UID}:0",
+                                    volume=f"{tmp_path / 'model'}:/model:ro")
+    assert res.returncode == 0, res.stderr[-2000:]
+    host = tf_model.load(tf_model.saved_model_folder(tmp_path / "model")).predict(np.array(x, dtype=np.float32))
+    np.testing.assert_allclose(np.array(json.loads(res.stdout.strip().splitlines()[-1])), host, rtol=1e-5)
 
 
 def test_the_operator_image_runs_the_cli_without_spark_or_tensorflow(containers):
