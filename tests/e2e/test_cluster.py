@@ -118,7 +118,10 @@ def cluster(tmp_path_factory):
     try:
         cp = ControlPlane(address=node.host_address, service_cidr=real_node.SERVICE_CIDR, fake_node=False).start()
         node.start(cp)
-        for archive in (f for f in files if f.name.endswith(".oci.tar")):
+        # The operator's and the PMML flavour's: the TensorFlow flavour differs from the PMML one by
+        # TensorFlow alone, which test_images.py runs in its image.
+        for target in ("operator", "runtime-pmml"):
+            (archive,) = (f for f in files if f.name == f"{images.IMAGES[target].name}-{images.VERSION}.oci.tar")
             node.import_image(archive)
         broker = EmbeddedBroker(host=node.host_address).start()
         (chart,) = (f for f in files if f.name.endswith(".tgz"))
@@ -306,27 +309,3 @@ def test_a_pmml_modelserving_on_a_real_node_from_helm_install_to_uninstall(clust
             c.until(lambda: not c.pods(NS) and not c.pods(SYSTEM), 300, "every pod gone")
     finally:
         remove(c, "wine")
-
-
-@pytest.mark.timeout(1800)
-def test_a_tensorflow_modelserving_on_a_real_node(cluster):
-    c = cluster
-    rows = feed.wine_rows()
-    topics = topics_and_operator(c, "tf", 1)
-    keras = data_uri(models.keras_savedmodel_zip(rows, epochs=2), "application/zip")
-    ms = modelserving("wine-tf", f"localhost/{images.IMAGES['runtime'].name}:{images.VERSION}",
-                      {"name": "wine-keras", "version": "1", "format": "tensorflow", "uri": keras}, topics,
-                      c.broker.bootstrap,
-                      # a TensorFlow model takes its inputs in order: the record's fields, named
-                      input={"format": "json", "fields": list(feed.WINE_COLUMNS[:11])})
-    try:
-        with c.step("TF: kubectl apply -> Ready"):
-            c.kubectl("apply", "-f", "-", input=yaml.safe_dump(ms))
-            wait_ready(c, "wine-tf")
-        with c.step("TF: 200 records scored"):
-            feed.produce(c.broker.bootstrap, topics["dataTopic"], feed.wine_records(rows[:200]))
-            first = {f"wine-{i}" for i in range(200)}
-            scored = scored_keys(c, topics["outputTopic"], first)
-            assert scored >= first, f"{len(first & scored)} of 200 scored\n{c.diagnose()}"
-    finally:
-        remove(c, "wine-tf")
