@@ -18,6 +18,7 @@ import pytest
 from scorestream.config import REAL_TIME_PMML_ONLY, WARM_UP_BATCHES
 from scorestream.tools.demo import feed, models
 
+from harness.fixtures import TEST_WARM_UP_BATCHES
 from harness.streaming import Stream, takeovers, wait_until
 from test_delivery import _group_gone, all_positions, expected_positions
 
@@ -63,17 +64,34 @@ def test_swap_statistics_and_sigterm_in_real_time_mode(serving, demo_models):
           f"SIGTERM to exit {took:.1f}s (batches of 5s)")
 
 
-def test_kill_9_in_real_time_mode_redoes_at_most_a_batch(serving):
-    s = serving(**REAL_TIME)
+def test_a_stop_ends_the_warm_up_writing_nothing_and_kill_9_redoes_at_most_a_batch(serving):
+    """spark.warmUpBatches (runtime/warm_up.py), the default's: before its query reads, the job
+    runs its own plan over generated records, not ready; a SIGTERM then ends it there, nothing
+    written. The restart warms up, then serves every record, the generated ones counting for
+    nothing. Then kill -9 mid-stream: the restart redoes at most the batch in flight."""
+    s = serving(spark={**REAL_TIME["spark"], "warmUpBatches": WARM_UP_BATCHES})
     s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml()))
-    job = s.start().wait_ready()
     records = feed.wine_records(feed.wine_rows()[:3000])
     records[10] = (b"bad", b"{broken")
     n = s.produce(records)
+    job = s.start()
+    wait_until(lambda: job.readiness().get("reason", "").startswith("warming up"), timeout=180, what="the warm-up",
+               every=0.1)
+    asked = time.monotonic()
+    assert job.stop() == 0
+    took = time.monotonic() - asked
+    ran = re.search(r"warm-up: (\d+) of (\d+) batches", job.log_path.read_text())
+    assert ran and int(ran[1]) < int(ran[2]) == WARM_UP_BATCHES, "the stop ended the warm-up"
+    assert s.read("out") == [] and s.read("dlq") == []
+
+    job = s.start().wait_ready()
     stats = job.wait_records(n)
+    ran = re.search(r"warm-up: (\d+) of \d+ batches", job.log_path.read_text())
+    assert ran and int(ran[1]) >= WARM_UP_BATCHES  # the query is stopped once it has run them all
     totals = stats["totals"]
     assert (totals["recordsIn"], totals["recordsOut"], totals["recordsDeadLettered"]) == (n, n - 1, 1)
     assert stats["dataTypes"]["wine"]["invocations"] == n - 1
+    print(f"real-time warm-up: SIGTERM during it to exit {took:.1f}s")
 
     stream = Stream(s, total=10**9, chunk=50, pause=0.05, start=n)
     stream.start()
@@ -81,7 +99,7 @@ def test_kill_9_in_real_time_mode_redoes_at_most_a_batch(serving):
     pgid = job.proc.pid
     job.kill()
     assert _group_gone(pgid), "a process of the killed job survived"
-    again = s.start().wait_ready()
+    again = s.start(spark={"warmUpBatches": TEST_WARM_UP_BATCHES}).wait_ready()
     wait_until(lambda: again.get("/stats")["totals"]["recordsIn"] >= 1000, what="records after the restart")
     sent = n + stream.stop()
     seen = all_positions(s, sent, timeout=120)
@@ -95,34 +113,6 @@ def test_kill_9_in_real_time_mode_redoes_at_most_a_batch(serving):
     largest = max(len(v) for v in per_batch.values())
     assert duplicates <= largest, (duplicates, {b: len(v) for b, v in per_batch.items()})
     print(f"real-time kill -9: {sent} records, {duplicates} duplicates (the largest batch: {largest} records)")
-
-
-def test_a_real_time_job_warms_up_unready_and_a_stop_then_ends_it_writing_nothing(serving):
-    """spark.warmUpBatches (runtime/warm_up.py): before its query reads, the job runs its own plan
-    over generated records, not ready; a SIGTERM then ends it there, nothing written; the
-    restart warms up, then serves every record, and the generated ones count for nothing. The
-    default's warm-up (the harness's jobs take a short one)."""
-    s = serving(spark={**REAL_TIME["spark"], "warmUpBatches": WARM_UP_BATCHES})
-    s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml()))
-    n = s.produce(feed.wine_records(feed.wine_rows()[:500]))
-    job = s.start()
-    wait_until(lambda: job.readiness().get("reason", "").startswith("warming up"), timeout=180, what="the warm-up",
-               every=0.1)
-    asked = time.monotonic()
-    assert job.stop() == 0
-    took = time.monotonic() - asked
-    ran = re.search(r"warm-up: (\d+) of (\d+) batches", job.log_path.read_text())
-    assert ran and int(ran[1]) < int(ran[2]) == WARM_UP_BATCHES, "the stop ended the warm-up"
-    assert s.read("out") == [] and s.read("dlq") == []
-
-    again = s.start().wait_ready()
-    stats = again.wait_records(n)
-    assert (stats["totals"]["recordsIn"], stats["totals"]["recordsOut"]) == (n, n)
-    ran = re.search(r"warm-up: (\d+) of \d+ batches", again.log_path.read_text())
-    assert ran and int(ran[1]) >= WARM_UP_BATCHES  # the query is stopped once it has run them all
-    assert again.stop() == 0
-    assert len(s.outputs(expect=n)) == n
-    print(f"real-time warm-up: SIGTERM during it to exit {took:.1f}s")
 
 
 def test_a_real_time_job_with_fewer_task_slots_than_partitions_refuses_to_start(serving):
