@@ -1,6 +1,7 @@
 """The autoscaler on a real job: the operator (against the tests' real API server) scales a serving job on
 a local Spark standalone cluster on its lag — up when a burst arrives, down after the cooldown —
-and not a record is lost."""
+live (the streaming query goes on; a batch is written by both executors) and not a record is lost
+or written twice."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from scorestream.tools.demo import feed, models
 
 from harness.operator import MS, Operated, apply, events, obj, resource, until
 from harness.standalone import standalone_conf
+from harness.streaming import Stream
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -41,6 +43,7 @@ async def test_a_burst_scales_the_job_up_and_the_quiet_after_it_down(api, broker
         rows = feed.wine_rows()
         n = s.produce(feed.wine_records(rows[:500]))  # the processing rate gets measured
         await asyncio.to_thread(job.wait_records, n)
+        query = job.get("/stats")["totals"]["queryId"]
 
         burst = 40_000
         t0 = time.monotonic()
@@ -48,11 +51,23 @@ async def test_a_burst_scales_the_job_up_and_the_quiet_after_it_down(api, broker
         await until(lambda: job.get("/executors")["running"] == 2, timeout=120, what="a second executor")
         scaled_up = time.monotonic() - t0
         reason = autoscaling(api).get("reason", "")
+        # Live: a batch is written by both executors. Records keep coming until one is (on a fast
+        # machine the burst may be drained before the new executor's first task).
+        stream = Stream(s, total=10**9, chunk=100, pause=0.1, start=n)
+        stream.start()
+        try:
+            await until(lambda: job.get("/stats")["totals"]["executorsUsedLastBatch"] == 2, timeout=120,
+                        what="a batch written by both executors")
+        finally:
+            n += stream.stop()
+        assert stream.error is None
+        both = time.monotonic() - t0
         await asyncio.to_thread(job.wait_records, n, 240)
         drained = time.monotonic() - t0
         await until(lambda: job.get("/executors")["running"] == 1, timeout=120, what="back to one executor")
         scaled_down = time.monotonic() - t0
         await until(lambda: autoscaling(api).get("replicas") == 1, timeout=30, what="status.autoscaling.replicas 1")
+        assert job.get("/stats")["totals"]["queryId"] == query, "the streaming query was not restarted"
         st = obj(api, MS, "wine")["status"]
         assert st["scaling"]["mode"] == "Live"
         assert events(api, "Autoscaled")
@@ -62,6 +77,7 @@ async def test_a_burst_scales_the_job_up_and_the_quiet_after_it_down(api, broker
         assert len(set(keys)) == n, f"{n - len(set(keys))} records lost"
         assert len(keys) == n, f"{len(keys) - n} records written twice"
         print(f"\nautoscaling run (standalone, burst of {burst}, targetLagSeconds 2): second executor running "
-              f"{scaled_up:.1f} s after the burst, lag drained after {drained:.1f} s, back to one executor "
-              f"after {scaled_down:.1f} s; none lost or repeated\n  decision: {reason}")
+              f"{scaled_up:.1f} s after the burst, a batch written by both after {both:.1f} s, lag drained after "
+              f"{drained:.1f} s, back to one executor after {scaled_down:.1f} s; query id unchanged; none lost or "
+              f"repeated\n  decision: {reason}")
         assert job.stop() == 0
