@@ -558,6 +558,15 @@ def test_the_api_server_enforces_the_image_allow_list(api, helm):  # noqa: F811
             assert r.status_code in (403, 422) and evil in r.text, r.text
         with pytest.raises(ApiError, match="not allowed by scorestream allowedImages"):
             api.create("v1/pods", pod("labelled", evil, labels={"scorestream.dev/modelserving": "wine"}))
+        # A ModelServing's pod updated to drop its label and change its image in one request: judged
+        # by the label it had (#48 LOW, oldObject on UPDATE).
+        allowed = "registry.example.com/scorestream/runtime:1"
+        api.create("v1/pods", pod("was-labelled", allowed, labels={"scorestream.dev/modelserving": "wine"}))
+        unlabelled = {"metadata": {"labels": {"scorestream.dev/modelserving": None}},
+                      "spec": {"containers": [{"name": "c", "image": evil}]}}
+        with pytest.raises(ApiError, match="not allowed by scorestream allowedImages"):
+            api.request("PATCH", api.path("v1/pods", "was-labelled"), unlabelled,
+                        content_type="application/strategic-merge-patch+json")
         api.create("v1/pods", pod("someone-elses", "docker.io/library/nginx:1"))  # not a scorestream pod
     finally:
         for o in reversed(made):
