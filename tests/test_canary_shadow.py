@@ -26,18 +26,22 @@ def produced(s, job, start, count, before):
     return job.wait_records(before + count)
 
 
-def with_candidate(s, demo_models, name, strategy, percent=0.0):
-    """A job serving the tree model with `name` installed as its candidate."""
+def serving_the_tree(s, demo_models):
     s.publish(demo_models["tree"])
-    job = s.start().wait_ready()
-    s.publish(as_candidate(demo_models[name], strategy, percent))
-    wait_until(lambda: "wine" in job.get("/models")["candidates"], what=f"the {strategy.lower()} installed")
-    return job
+    return s.start().wait_ready()
+
+
+def candidate_installed(s, job, d, strategy, percent=0.0) -> None:
+    """Publish `d` as the job's candidate and wait until the job has installed it."""
+    s.publish(as_candidate(d, strategy, percent))
+    wait_until(lambda: (job.get("/models")["candidates"].get("wine") or {}).get("name") == d.name,
+               what=f"the {strategy.lower()} {d.name} installed")
 
 
 def test_canary_routes_its_share_by_key_and_is_withdrawn(serving, demo_models):
     s = serving()
-    job = with_candidate(s, demo_models, "linear", "Canary", 10)
+    job = serving_the_tree(s, demo_models)
+    candidate_installed(s, job, demo_models["linear"], "Canary", 10)
     n = 20_000
     stats = produced(s, job, 0, n, 0)
     # The same keys again: each must meet the version it met the first time.
@@ -72,8 +76,7 @@ def test_canary_routes_its_share_by_key_and_is_withdrawn(serving, demo_models):
 
     # A canary promoted: the same model published as the serving one. It serves every record,
     # and is no longer a candidate.
-    s.publish(as_candidate(demo_models["linear"], "Canary", 50))
-    wait_until(lambda: "wine" in job.get("/models")["candidates"], what="the canary installed again")
+    candidate_installed(s, job, demo_models["linear"], "Canary", 50)
     s.publish(demo_models["linear"])
     wait_until(lambda: job.get("/models")["serving"]["wine"]["name"] == "linear", what="linear serving")
     assert job.get("/models")["candidates"] == {}, "a promoted candidate is no longer a candidate"
@@ -87,13 +90,10 @@ def test_canary_routes_its_share_by_key_and_is_withdrawn(serving, demo_models):
 def test_a_shadow_scores_every_record_and_writes_none_a_classifier_then_tensorflow(serving, demo_models):
     """Each shadow's figures are its own: the second is compared on the records after it came."""
     s = serving()
-    job = with_candidate(s, demo_models, "shallow", "Shadow")
+    job = serving_the_tree(s, demo_models)
     n = 3_000
     for i, candidate in enumerate(("shallow", "keras")):
-        if i:
-            s.publish(as_candidate(demo_models[candidate], "Shadow"))
-            wait_until(lambda: job.get("/models")["candidates"]["wine"]["name"] == candidate,
-                       what=f"the {candidate} shadow installed")
+        candidate_installed(s, job, demo_models[candidate], "Shadow")
         stats = produced(s, job, i * n, n, i * n)
         out = s.outputs(expect=(i + 1) * n)
         assert len(out) == (i + 1) * n and {o["model"]["name"] for o in out} == {"tree"}, \

@@ -439,11 +439,11 @@ def test_pmml_and_tensorflow_swap_times_and_sample_verification(serving, demo_mo
     """Message on the topic -> the job serving it, while records stream, verification time reported
     apart; printed, not asserted: timings vary with load (a swap's cost at scale is the benchmarks'
     to measure). First 4 swaps of a verified PMML model; then the PMML job's first TensorFlow model
-    (cold: Python workers start and import TensorFlow), then
-    4 swaps alternating a SavedModel and a frozen graph, each new bytes (no cache can answer),
-    each verified on a 20-record sample in the Python workers that score, while records stream.
-    Then a model failing its sample (each record's true quality expected, which no model of the
-    wine data predicts) is rejected with the reason, and the last one keeps serving."""
+    (cold: Python workers start and import TensorFlow), then 4 swaps alternating a SavedModel and a
+    frozen graph, each new bytes (no cache can answer), each verified on a 20-record sample in the
+    Python workers that score, while records stream. Then a model failing its sample (each record's
+    true quality expected, which no model of the wine data predicts) is rejected with the reason,
+    and the last one keeps serving."""
     from scorestream.api.descriptor import TensorFlowGraph
 
     rows = feed.wine_rows()
