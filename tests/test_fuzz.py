@@ -23,6 +23,7 @@ from collections import Counter, defaultdict
 
 import pytest
 
+from harness.reference import pmml4s_outputs
 from scorestream.api import messages
 from scorestream.tools.demo import feed, models
 from scorestream.tools.local.rss import ProcessTreeMemory
@@ -46,12 +47,8 @@ def tree_pmml() -> bytes:
 
 @pytest.fixture(scope="module")
 def reference(tree_pmml):
-    """PMML4S called directly (pypmml), one row at a time: the prediction each good row must get."""
-    from pypmml import Model
-
-    model = Model.fromString(tree_pmml.decode())
-    out = [model.predict({k: float(v) for k, v in zip(feed.WINE_COLUMNS, r[:11])}) for r in ROWS[:GOOD]]
-    return [o["predicted_quality"] for o in out]
+    """PMML4S called directly (pypmml): the prediction each good row must get."""
+    return [o["predicted_quality"] for o in pmml4s_outputs(tree_pmml, ROWS[:GOOD])]
 
 
 # -- what is sent ----------------------------------------------------------------------------------

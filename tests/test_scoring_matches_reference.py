@@ -13,18 +13,10 @@ import pytest
 
 from scorestream.api.descriptor import ModelDescriptor
 from scorestream.config import ArtifactPolicy
+from harness.reference import pmml4s_outputs
 from scorestream.tools.demo import feed, models
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
-
-
-def pypmml_outputs(pmml: bytes, rows) -> list[dict]:
-    from pypmml import Model
-
-    model = Model.fromString(pmml.decode())
-    # One dict per row: pypmml's DataFrame path goes through pandas.to_json, which rounds to 10
-    # digits; Py4J passes Python floats exactly.
-    return [model.predict({k: float(v) for k, v in zip(feed.WINE_COLUMNS, r[:11])}) for r in rows]
 
 
 def tf_outputs(folder, rows) -> np.ndarray:
@@ -101,8 +93,8 @@ def test_report_and_demo_models_match_reference(serving, wine_fixtures, tmp_path
         # The SavedModel folder is read where it lies: the job may read files under it only.
         artifacts={"modelDirs": [str(wine_fixtures)]},
     )
-    assert_pmml_equal(got["tree"], pypmml_outputs(tree, report_rows), "tree")
-    assert_pmml_equal(got["linear"], pypmml_outputs(linear, report_rows), "linear")
+    assert_pmml_equal(got["tree"], pmml4s_outputs(tree, report_rows), "tree")
+    assert_pmml_equal(got["linear"], pmml4s_outputs(linear, report_rows), "linear")
     want = tf_outputs(tf_dir, report_rows)
     for i, o in enumerate(got["tf"]):
         np.testing.assert_allclose([o["outputs"][str(k)] for k in range(9)], want[i], rtol=1e-6, atol=1e-7)
@@ -110,8 +102,8 @@ def test_report_and_demo_models_match_reference(serving, wine_fixtures, tmp_path
         assert o["model"] == {"name": "report-tf", "version": "1"}
     assert {o["model"]["name"] for o in got["tree"]} == {"report-tree"}
 
-    assert_pmml_equal(got["demo-tree"], pypmml_outputs(demo_tree, rows), "demo tree")
-    assert_pmml_equal(got["demo-linear"], pypmml_outputs(demo_linear, rows), "demo linear")
+    assert_pmml_equal(got["demo-tree"], pmml4s_outputs(demo_tree, rows), "demo tree")
+    assert_pmml_equal(got["demo-linear"], pmml4s_outputs(demo_linear, rows), "demo linear")
     from scorestream.runtime import tf_model
 
     want = tf_model.load(tf_model.unpack(keras_zip, tmp_path / "keras", ArtifactPolicy())).predict(

@@ -59,11 +59,13 @@ class Writer:
     async def reconcile(self, body):
         """One turn as the controller takes it: the resource as a watch event would bring it, then
         reconciles until one is not refused (a refused write reads the resource again, and the
-        controller queues the key again at once)."""
+        controller queues the key again after the debounce)."""
         key = Key(self.api.ns, body["metadata"]["name"])
         self.ctx.cache.put(obj(self.api, MS, key.name))
         for _ in range(4):
-            if await reconciler.reconcile(self.ctx, key) != 0:
+            sent = len(self.answers)
+            await reconciler.reconcile(self.ctx, key)
+            if not any(isinstance(answer, Conflict) for answer in self.answers[sent:]):
                 return status.parse(self.ctx.cache.resource(key).get("status"))
         raise AssertionError("still refused after 4 turns")
 

@@ -302,6 +302,14 @@ def _play_topic_operator(api, broker, made: set[str]) -> None:
         made.add(name)
 
 
+
+def _driver_pod_settled(api) -> bool:
+    """Whether the driver StatefulSet's pod exists at its current revision."""
+    sts, pod = obj(api, "apps/v1/statefulsets", "wine-driver"), obj(api, "v1/pods", "wine-driver-0")
+    status = (sts or {}).get("status", {})
+    return pod is not None and status.get("currentRevision") == status.get("updateRevision") == \
+        pod["metadata"].get("labels", {}).get("controller-revision-hash")
+
 @pytest.mark.spark
 @pytest.mark.broker
 @pytest.mark.timeout(600)
@@ -357,7 +365,10 @@ async def test_kafka_topics_are_made_and_the_job_waits_for_them_to_be_ready(api,
         out = await asyncio.to_thread(read_topic, broker.bootstrap, names["outputTopic"], n)
         assert len(out) == n
         # The KafkaUser's Secret goes away under the running job (a KafkaUser recreated): the
-        # driver keeps what it mounted and keeps running; the resource says so.
+        # driver keeps what it mounted and keeps running; the resource says so. Only a driver pod
+        # that is there keeps running: one the StatefulSet is still making or replacing would not
+        # start without the Secret, and is rightly held (a loaded CI machine was that slow).
+        await until(lambda: _driver_pod_settled(api), timeout=60, what="the driver pod, made and not replaced")
         api.request("DELETE", api.path("v1/secrets", "alice"))
         await until(lambda: condition(api, "wine", "Degraded").get("reason") == "KafkaCredentialsMissing", timeout=30,
                     what="Degraded=True KafkaCredentialsMissing")
