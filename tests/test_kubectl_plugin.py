@@ -197,98 +197,18 @@ def _viewer_kubeconfig(api, kube) -> Path:
     return path
 
 
-async def test_promote_rollback_abort_restart_end_to_end(api, operator, job, broker, topics, kube):
-    create_topics(broker.bootstrap, {topics["dataTopic"]: 2})
-    await apply(api, resource(topics, broker))
-    await proxied_driver(api, job)
-    await until(lambda: condition(api, "wine", "ModelReady").get("status") == "True", what="ModelReady")
-    admin, ns, models_topic = kube.admin_config, api.ns, topics["modelsTopic"]
-
-    # A canary of wine-linear 2 the rules would not promote for an hour: promoted now, by request.
-    nothing = await plugin(admin, "promote", "wine", "-n", ns, check=False)
-    assert nothing.returncode == 1 and "no candidate is on trial" in nothing.stderr
-    await apply(api, canary(topics, broker, "wine-linear", "2"))
-    await until(lambda: (status(api).get("model", {}).get("rollout") or {}).get("phase") == "Analyzing", what="canary")
-    job.candidate = ("wine-linear", "2")  # the job installed the candidate
-    await until(lambda: "records" in status(api)["model"]["rollout"]["candidate"], what="the candidate's figures")
-    assert "Candidate: wine-linear 2 (Canary 10%, Analyzing" in (await plugin(admin, "status", "wine", "-n", ns)).stdout
-    out = (await plugin(admin, "promote", "wine", "-n", ns, "--wait", "30")).stdout
-    assert "promote of wine-linear 2 requested" in out and "promoted by request" in out
-    sent = models_messages(broker, models_topic)
-    serving = [d for k, d in sent if not k.endswith("/candidate") and d]
-    assert serving[-1]["name"] == "wine-linear" and serving[-1]["version"] == "2" and not serving[-1].get("candidate")
-    assert sent[-1][0].endswith("candidate") and sent[-1][1] is None  # the candidate key cleared
-    assert events(api, "CandidatePromotedByRequest")
-    job.serving, job.candidate = {"wine": model_info("wine", "wine-linear", "2", 1.7e9 + 200)}, None
-    await until(lambda: condition(api, "wine", "ModelReady").get("status") == "True"
-                and status(api)["model"]["rollout"]["phase"] == "Promoted", what="wine-linear 2 serving")
-    # Acted on once: more reconciles (the observer's, every 0.5 s) publish nothing more.
-    before = len(models_messages(broker, models_topic))
-    await until(lambda: len(api.events("ModelPublished")) >= 2, what="events")
-    assert len(models_messages(broker, models_topic)) == before
-
-    # wine-linear 3 goes out at once, then is rolled back to 2 (kept in the history) by request.
-    await apply(api, resource(topics, broker, model={"name": "wine-linear", "version": "3", "format": "pmml",
-                                                     "uri": "https://models.example/wine-linear-3.pmml"}))
-    await until(lambda: status(api)["model"]["history"][-1]["version"] == "3", what="3 published")
-    job.serving = {"wine": model_info("wine", "wine-linear", "3", 1.7e9 + 300)}
-    await until(lambda: condition(api, "wine", "ModelReady").get("status") == "True", what="3 serving")
-    out = (await plugin(admin, "rollback", "wine", "-n", ns, "--wait", "30")).stdout  # default: the last one replaced
-    assert "rollback to wine-linear 2 requested" in out
-    back = models_messages(broker, models_topic)[-1]
-    assert not back[0].endswith("candidate") and (back[1]["name"], back[1]["version"]) == ("wine-linear", "2")
-    assert back[1]["location"] == "https://models.example/wine-linear-2.pmml"
-    job.serving = {"wine": model_info("wine", "wine-linear", "2", 1.7e9 + 400)}
-    await until(lambda: condition(api, "wine", "ModelReady").get("reason") == "RolledBackByRequest"
-                and status(api)["model"]["current"]["version"] == "2", what="rolled back to 2")
-    outcomes = {e["version"]: e["outcome"] for e in status(api)["model"]["history"]}
-    assert outcomes["2"] == "Serving" and outcomes["3"] == "RolledBack"
-    assert "pinned to wine-linear 2" in (await plugin(admin, "models", "wine", "-n", ns)).stdout
-    count = len(models_messages(broker, models_topic))
-    await until(lambda: len(api.events("RolledBackByRequest")) >= 1, what="the rollback's Event")
-    assert len(models_messages(broker, models_topic)) == count  # spec.model (3) is not published again
-
-    # A canary of wine-linear 4 (spec.model changed: the rollback's hold ends), aborted by request.
-    await apply(api, canary(topics, broker, "wine-linear", "4"))
-    await until(lambda: (status(api)["model"].get("rollout") or {}).get("candidate", {}).get("version") == "4",
-                what="canary 4")
-    job.candidate = ("wine-linear", "4")
-    out = (await plugin(admin, "abort", "wine", "-n", ns, "--wait", "30")).stdout
-    assert "abort of wine-linear 4 requested" in out
-    last = models_messages(broker, models_topic)[-1]
-    assert last[0].endswith("candidate") and last[1] is None
-    job.candidate = None
-    await until(lambda: condition(api, "wine", "ModelReady").get("reason") == "RolledBack", what="aborted")
-    assert status(api)["model"]["rollout"]["phase"] == "RolledBack" and status(api)["model"]["current"]["version"] == "2"
-    assert events(api, "CandidateAborted")
-
-    # A request written by hand with nothing to act on is answered (acted: false, a Warning), not retried.
-    api.patch(MS, "wine", {"metadata": {"annotations": {naming.PROMOTE_ANNOTATION: "by-hand-1"}}})
-    answered = await until(lambda: (status(api).get("controls") or {}).get("promote") == "by-hand-1"
-                           and status(api)["controls"], what="the request answered")
-    assert answered["acted"] is False and "no candidate is on trial" in answered["message"]
-    assert (await until(lambda: events(api, "ControlIgnored"), what="ControlIgnored"))[0]["type"] == "Warning"
-
-    # restart: spec.restartNonce rolls the driver's pod template.
-    sts = lambda: obj(api, "apps/v1/statefulsets", "wine-driver")["spec"]["template"]["metadata"]["annotations"]
-    before_hash = sts()[CONFIG_HASH_ANNOTATION]
-    assert "spec.restartNonce=1" in (await plugin(admin, "restart", "wine", "-n", ns)).stdout
-    await until(lambda: sts()[CONFIG_HASH_ANNOTATION] != before_hash, what="the driver's template rolled")
-    assert obj(api, MS, "wine")["spec"]["restartNonce"] == 1
-
-
 @pytest.mark.spark
 @pytest.mark.timeout(900)
-async def test_the_real_job_serves_what_promote_rollback_and_abort_asked_for(api, broker, serving, artifacts,
-                                                                            tmp_path, kube):
-    """The same controls with the real job (Spark local, a process standing in for the driver pod,
-    read by the operator at its endpoint): what the job serves is what each command asked for."""
+async def test_promote_rollback_abort_and_restart_act_on_the_real_job(api, broker, serving, artifacts, tmp_path, kube):
+    """The controls with the real job (Spark local, a process standing in for the driver pod, read
+    by the operator at its endpoint): what the job serves is what each command asked for, the
+    models topic carries each act once, and the history, Events and the plugin's own views say it."""
     from test_rollout import model, model_dirs, rolled_out
 
     from harness.operator import Operated
 
     s_ = serving(partitions=1)
-    admin, ns = kube.admin_config, api.ns
+    admin, ns, models_topic = kube.admin_config, api.ns, s_.resource_topics["modelsTopic"]
     async with Operated(api, observeInterval=2, rolloutPoll=0.25) as run:
         body = resource(s_.resource_topics, broker, model=model(artifacts, "tree", 1))
         body["spec"]["input"] = {"format": "json"}
@@ -304,28 +224,73 @@ async def test_the_real_job_serves_what_promote_rollback_and_abort_asked_for(api
             cand = m["candidates"].get("wine")
             return (m["serving"]["wine"]["version"], cand and cand["version"])
 
+        nothing = await plugin(admin, "promote", "wine", "-n", ns, check=False)
+        assert nothing.returncode == 1 and "no candidate is on trial" in nothing.stderr
+
+        # A canary of wine-linear 2 the rules would not promote for an hour: promoted now, by request.
         body["spec"]["model"] = model(artifacts, "linear", 2)
         await apply(api, body)
         await until(lambda: job_models() == ("1", "2"), timeout=120, what="the job trying candidate 2")
-        await plugin(admin, "promote", "wine", "-n", ns, "--wait", "60")
+        await until(lambda: "records" in status(api)["model"]["rollout"]["candidate"], what="the candidate's figures")
+        assert "Candidate: wine-linear 2 (Canary 20%, Analyzing" in (await plugin(admin, "status", "wine", "-n", ns)).stdout
+        out = (await plugin(admin, "promote", "wine", "-n", ns, "--wait", "60")).stdout
+        assert "promote of wine-linear 2 requested" in out
         await until(lambda: job_models() == ("2", None), timeout=120, what="the job serving 2, no candidate")
         await rolled_out(api, "wine-linear", 2)
+        sent = models_messages(broker, models_topic)
+        published = [d for k, d in sent if not k.endswith("/candidate") and d]
+        assert (published[-1]["name"], published[-1]["version"]) == ("wine-linear", "2")
+        assert not published[-1].get("candidate")
+        assert sent[-1][0].endswith("candidate") and sent[-1][1] is None  # the candidate key cleared
+        assert events(api, "CandidatePromotedByRequest")
+        # Acted on once: more reconciles publish nothing more.
+        await until(lambda: status(api)["model"]["rollout"]["phase"] == "Promoted", timeout=60, what="Promoted")
+        await asyncio.sleep(3)
+        assert len(models_messages(broker, models_topic)) == len(sent)
 
         out = (await plugin(admin, "rollback", "wine", "-n", ns, "--to", "1", "--wait", "60")).stdout
         assert "rollback to wine-tree 1 requested" in out
+        back = models_messages(broker, models_topic)[-1]
+        assert not back[0].endswith("candidate") and (back[1]["name"], back[1]["version"]) == ("wine-tree", "1")
+        assert back[1]["location"] == artifacts["tree"]["uri"]
         await until(lambda: job_models() == ("1", None), timeout=120, what="the job serving 1 again")
         await until(lambda: condition(api, "wine", "ModelReady").get("reason") == "RolledBackByRequest",
                     timeout=60, what="RolledBackByRequest")
+        outcomes = {e["version"]: e["outcome"] for e in status(api)["model"]["history"]}
+        assert outcomes["1"] == "Serving" and outcomes["2"] == "RolledBack", outcomes
+        # No service proxy reaches this job (exit 3): what status holds is shown all the same.
+        assert "pinned to wine-tree 1" in (await plugin(admin, "models", "wine", "-n", ns, check=False)).stdout
+        count = len(models_messages(broker, models_topic))
+        await asyncio.sleep(3)
+        assert len(models_messages(broker, models_topic)) == count  # spec.model (2) is not published again
 
+        # A canary of wine-shallow 3 (spec.model changed: the rollback's hold ends), aborted by request.
         body["spec"]["model"] = model(artifacts, "shallow", 3)
         await apply(api, body)
         await until(lambda: job_models() == ("1", "3"), timeout=120, what="the job trying candidate 3")
-        await plugin(admin, "abort", "wine", "-n", ns, "--wait", "60")
+        assert "abort of wine-shallow 3 requested" in (await plugin(admin, "abort", "wine", "-n", ns, "--wait", "60")).stdout
+        last = models_messages(broker, models_topic)[-1]
+        assert last[0].endswith("candidate") and last[1] is None
         await until(lambda: job_models() == ("1", None), timeout=120, what="candidate 3 withdrawn")
         await until(lambda: condition(api, "wine", "ModelReady").get("reason") == "RolledBack", timeout=60,
                     what="RolledBack")
+        assert events(api, "CandidateAborted")
         status_out = (await plugin(admin, "status", "wine", "-n", ns)).stdout
         assert "serving wine-tree 1, desired wine-shallow 3" in status_out and "aborted by request" in status_out
+
+        # A request written by hand with nothing to act on is answered (acted: false, a Warning), not retried.
+        api.patch(MS, "wine", {"metadata": {"annotations": {naming.PROMOTE_ANNOTATION: "by-hand-1"}}})
+        answered = await until(lambda: (status(api).get("controls") or {}).get("promote") == "by-hand-1"
+                               and status(api)["controls"], timeout=60, what="the request answered")
+        assert answered["acted"] is False and "no candidate is on trial" in answered["message"]
+        assert (await until(lambda: events(api, "ControlIgnored"), what="ControlIgnored"))[0]["type"] == "Warning"
+
+        # restart: spec.restartNonce rolls the driver's pod template.
+        sts = lambda: obj(api, "apps/v1/statefulsets", "wine-driver")["spec"]["template"]["metadata"]["annotations"]
+        before_hash = sts()[CONFIG_HASH_ANNOTATION]
+        assert "spec.restartNonce=1" in (await plugin(admin, "restart", "wine", "-n", ns)).stdout
+        await until(lambda: sts()[CONFIG_HASH_ANNOTATION] != before_hash, timeout=60, what="the driver's template rolled")
+        assert obj(api, MS, "wine")["spec"]["restartNonce"] == 1
         assert job.stop() == 0
 
 
