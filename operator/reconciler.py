@@ -400,7 +400,9 @@ async def _scale(ctx: Context, body: Body, spec: ModelServingSpec, names: naming
     live = job.live_scaling is not False
     message = step.message
     before = previous.scaling
-    if step.capped and (before is None or not before.capped or before.target != step.target):
+    # What status.scaling.target records: a restart starts the job at spec.replicas.
+    recorded = step.target if live else spec.replicas
+    if step.capped and (before is None or not before.capped or before.target != recorded):
         ctx.events.warn(body, "ReplicasCapped", step.message)
     auto_before = previous.autoscaling.replicas if previous.autoscaling else None
     if step.autoscaling and step.autoscaling.replicas != auto_before and auto_before is not None:
@@ -427,7 +429,7 @@ async def _scale(ctx: Context, body: Body, spec: ModelServingSpec, names: naming
         ctx.events.info(body, "RestartedToScale", message)
     elif before is not None and before.target == step.target and before.message:
         message = before.message
-    return replace(done, scaling=s.ScalingStatus(target=step.target if live else spec.replicas,
+    return replace(done, scaling=s.ScalingStatus(target=recorded,
                                                  mode="Live" if live else "Restart", capped=step.capped,
                                                  message=message),
                    autoscaling=step.autoscaling)

@@ -102,6 +102,11 @@ async def test_where_executors_cannot_change_live_the_driver_restarts(api, opera
                 timeout=60, what="the driver pod made again")
     await until(lambda: obj(api, MS, "wine")["status"]["observedGeneration"] == 2, what="status of generation 2")
     assert obj(api, MS, "wine")["status"]["scaling"]["mode"] == "Restart" and not job.asked
+    # Beyond the partitions: said once, not at every reconcile (the observer's, every 0.5 s).
+    await apply(api, resource(topics, broker, replicas=3))
+    await until(lambda: events(api, "ReplicasCapped"), what="ReplicasCapped event")
+    await asyncio.sleep(3)
+    assert len(events(api, "ReplicasCapped")) == 1, events(api, "ReplicasCapped")
 
 
 async def test_deleted_and_edited_children_are_restored(api, operator, job, broker, topics):
