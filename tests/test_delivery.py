@@ -1,4 +1,5 @@
-"""Nothing is lost: kill -9 mid-stream and restart from the checkpoint; SIGTERM ends after a batch."""
+"""Nothing is lost: kill -9 mid-stream and restart from the checkpoint; SIGTERM ends after a batch;
+a restart restores the latest good model before it scores."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from collections import Counter
 import pytest
 
 from scorestream.tools.demo import feed, models
+
+from harness.streaming import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
@@ -80,19 +83,39 @@ def test_kill_9_mid_stream_then_restart_loses_nothing(serving):
     print(f"kill -9: {n} records, {duplicates} duplicates (bound 500)")
 
 
-def test_sigterm_finishes_the_batch_and_commits(serving):
-    s = serving()
-    s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml()))
+def test_sigterm_finishes_the_batch_and_a_restart_restores_the_latest_good_model_first(serving, demo_models):
+    """SIGTERM ends after the batch in flight and commits it: the restart redoes nothing. Both
+    starts restore the newest model the topic holds that loads (a corrupt newest message is
+    skipped) before the first record is scored."""
+    s = serving(kafka={"maxOffsetsPerTrigger": 200})
+    s.publish(demo_models["tree"])
+    s.publish(demo_models["linear"])
+    # The newest message for the dataType is corrupt: the restore must fall back to `linear`.
+    feed.publish_raw(s.broker.bootstrap, s.topics["models"], s.key("wine"), b"{not a descriptor")
     job = s.start().wait_ready()
-    n = s.produce(feed.wine_records(feed.wine_rows()))
-    time.sleep(1.0)  # a batch is likely in flight now
+    served = job.get("/models")
+    assert served["serving"]["wine"]["name"] == "linear"
+    assert any("not valid JSON" in r["reason"] for r in served["rejected"])
+    rows = feed.wine_rows()
+    n = s.produce(feed.wine_records(rows))
+    # Stopped mid-stream: past the first batch, likely with one in flight.
+    wait_until(lambda: job.get("/stats")["totals"]["recordsIn"] >= 200, timeout=180, what="a first batch")
     assert job.stop() == 0
-    # What the first run completed is in the output exactly once; a restart does the rest.
-    again = s.start().wait_ready()
-    seen = all_positions(s, n, timeout=180)
+    first_run = s.outputs()
+    assert 0 < len(first_run) < n
+
+    s.publish(demo_models["keras"])
+    again = s.start().wait_ready()  # same checkpoint: resumes after what the first run committed
+    assert again.get("/models")["serving"]["wine"]["name"] == "keras"
+    m = s.produce(feed.wine_records(rows[:200], start=n))
+    seen = all_positions(s, n + m, timeout=180)
     assert again.stop() == 0
-    assert set(seen) == expected_positions(s, n)
+    assert set(seen) == expected_positions(s, n + m)
     assert sum(c - 1 for c in seen.values()) == 0, "a graceful stop leaves nothing to redo"
+    out = s.outputs(expect=n + m)
+    assert {o["model"]["name"] for o in first_run} == {"linear"}
+    later = [o for o in out if o["key"] not in {f["key"] for f in first_run}]
+    assert later and {o["model"]["name"] for o in later} == {"keras"}, "restored before the first record was scored"
     log = again.log_path.read_text(errors="replace")
     assert "INFO scorestream.runtime: batch" in log
     assert "[Stage " not in log, "Spark's console progress bar is drawn into the job's log"
