@@ -13,7 +13,7 @@ import pytest
 
 from scorestream.api.descriptor import ModelDescriptor
 from scorestream.config import ArtifactPolicy
-from harness.reference import pmml4s_outputs
+from harness.reference import assert_pmml_equal, pmml4s_outputs
 from scorestream.tools.demo import feed, models
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
@@ -23,22 +23,6 @@ def tf_outputs(folder, rows) -> np.ndarray:
     from scorestream.runtime import tf_model
 
     return tf_model.load(folder).predict(np.asarray([r[:11] for r in rows], dtype=np.float32))
-
-
-def assert_pmml_equal(outputs: list[dict], expected: list[dict], label: str) -> None:
-    assert len(outputs) == len(expected)
-    for i, (got, want) in enumerate(zip(outputs, expected)):
-        numeric = {k: v for k, v in want.items() if isinstance(v, float)}
-        assert set(got["outputs"]) == set(numeric), f"{label} row {i}: outputs {got['outputs']} vs {want}"
-        for k, v in numeric.items():
-            if math.isnan(v):
-                assert got["outputs"][k] is None, f"{label} row {i}: {k}"
-            else:
-                assert got["outputs"][k] == pytest.approx(v, rel=1e-12, abs=1e-12), f"{label} row {i}: {k}"
-        predicted = [v for k, v in want.items() if k.startswith("predicted_")]
-        if predicted:
-            p = predicted[0]
-            assert (got["prediction"] == pytest.approx(float(p))) if isinstance(p, float) else got["label"] == p
 
 
 def by_type(outputs: list[dict]) -> dict[str, list[dict]]:
