@@ -77,24 +77,6 @@ def test_two_namespaces_sharing_a_models_topic_and_a_data_type_never_install_eac
     assert ja.stop() == 0 and jb.stop() == 0
 
 
-@pytest.mark.spark
-@pytest.mark.broker
-def test_the_reports_unaddressed_producer_works_where_the_job_opts_in_on_its_own_topic(serving, demo_models):
-    s = serving(kafka={"acceptUnaddressedModels": True})
-    bootstrap, topic = s.broker.bootstrap, s.topics["models"]
-    feed.publish_model(bootstrap, topic, _named(demo_models["tree"], "keyed", "1"), to=None)  # key: wine
-    job = s.start().wait_ready()
-    assert _models(job)["serving"] == {"wine": ("keyed", "1")}
-    feed.publish_model(bootstrap, topic, _named(demo_models["linear"], "keyed", "2"), to=None)
-    wait_until(lambda: _models(job)["serving"] == {"wine": ("keyed", "2")}, what="the second keyed model")
-    # Someone else's address is still not this job's.
-    feed.publish_model(bootstrap, topic, _named(demo_models["shallow"], "elsewhere", "3"), to=("other", "wine"))
-    s.publish(_named(demo_models["tree"], "addressed", "4"))  # its own address works as well
-    wait_until(lambda: _models(job)["serving"] == {"wine": ("addressed", "4")}, what="the addressed model")
-    assert _models(job)["rejected"] == []
-    assert job.stop() == 0
-
-
 def test_opting_in_to_unaddressed_models_needs_a_topic_of_ones_own():
     topics = {"bootstrapServers": "k:9092", "dataTopic": "d", "outputTopic": "o", "deadLetterTopic": "x"}
     with pytest.raises(ValueError, match="modelsTopic of your own"):
@@ -134,10 +116,22 @@ def _post(url: str, body: bytes, token: str | None) -> tuple[int, dict]:
 
 @pytest.mark.spark
 @pytest.mark.broker
-def test_the_jobs_http_refuses_abuse_and_keeps_serving(serving, demo_models):
-    s = serving()
-    s.publish(demo_models["tree"])
+def test_unaddressed_models_where_opted_in_and_the_jobs_http_refuses_abuse(serving, demo_models):
+    """One job: the report's unaddressed producer works where the job opts in on its own topic;
+    then its HTTP endpoints refuse what is not the operator's, bounded, and it keeps serving."""
+    s = serving(kafka={"acceptUnaddressedModels": True})
+    bootstrap, topic = s.broker.bootstrap, s.topics["models"]
+    feed.publish_model(bootstrap, topic, _named(demo_models["tree"], "keyed", "1"), to=None)  # key: wine
     job = s.start().wait_ready()
+    assert _models(job)["serving"] == {"wine": ("keyed", "1")}
+    feed.publish_model(bootstrap, topic, _named(demo_models["linear"], "keyed", "2"), to=None)
+    wait_until(lambda: _models(job)["serving"] == {"wine": ("keyed", "2")}, what="the second keyed model")
+    # Someone else's address is still not this job's.
+    feed.publish_model(bootstrap, topic, _named(demo_models["shallow"], "elsewhere", "3"), to=("other", "wine"))
+    s.publish(_named(demo_models["tree"], "addressed", "4"))  # its own address works as well
+    wait_until(lambda: _models(job)["serving"] == {"wine": ("addressed", "4")}, what="the addressed model")
+    assert _models(job)["rejected"] == []
+
     token = s.token_file.read_text().strip()
     control, metrics = job.config.http.port, job.config.http.metrics_port
     ok = json.dumps({"total": 1}).encode()
@@ -175,7 +169,7 @@ def test_the_jobs_http_refuses_abuse_and_keeps_serving(serving, demo_models):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
             assert b"scorestream" in r.read()
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=5) as r:
-            assert json.loads(r.read())["dataTypes"]["wine"]["name"] == "tree"
+            assert json.loads(r.read())["dataTypes"]["wine"]["name"] == "addressed"
     n = s.produce(feed.wine_records(feed.wine_rows()[:50]))
     job.wait_records(n)
     assert job.stop() == 0
