@@ -71,6 +71,24 @@ def _run(*cmd: str, capture: bool = True, **kw) -> str:
     return res.stdout if capture else ""
 
 
+# The tests' working containers (tests/test_images.py) are named for the process that made them.
+TEST_CONTAINER_PREFIX = "ss-test-"
+
+
+def test_container_name(pid: int, suffix: str) -> str:
+    return f"{TEST_CONTAINER_PREFIX}{pid}-{suffix}"
+
+
+def stale_test_container(name: str) -> bool:
+    """A tests' working container whose process is gone (an older name, without one, too)."""
+    if not name.startswith(TEST_CONTAINER_PREFIX):
+        return False
+    pid = name[len(TEST_CONTAINER_PREFIX):].split("-", 1)[0]
+    if not pid.isdigit() or "-" not in name[len(TEST_CONTAINER_PREFIX):]:
+        return True
+    return not Path(f"/proc/{pid}").exists()
+
+
 # ----------------------------------------------------------------------------- engines
 class Buildah:
     """buildah with a storage of its own: the images never mix with the host's."""
@@ -106,7 +124,12 @@ class Buildah:
     def prune(self) -> int:
         """Remove the images no tag leads to any more (earlier builds' results and the layers
         only they used); the layers the tagged images are built from stay, for the next build.
-        An image's parent is dangling only once its child is gone: a pass per generation."""
+        An image's parent is dangling only once its child is gone: a pass per generation.
+        First the working containers of test runs that are gone (a run killed midway leaves its
+        own): an image a container uses cannot be removed."""
+        for name in self("containers", "--format", "{{.ContainerName}}").split():
+            if stale_test_container(name):
+                self("rm", name)
         removed = 0
         for _ in range(50):
             gone = [l for l in self("rmi", "--prune").splitlines() if l.strip()]

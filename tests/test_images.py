@@ -32,7 +32,7 @@ def built():
 class Container:
     def __init__(self, engine: images.Buildah, archive):
         self.engine = engine
-        self.name = f"ss-test-{uuid.uuid4().hex[:8]}"
+        self.name = images.test_container_name(os.getpid(), uuid.uuid4().hex[:8])
         engine("from", "--pull=never", "--name", self.name, f"oci-archive:{archive}")
         self.config = json.loads(engine("inspect", "--type", "container", self.name))["OCIv1"]["config"]
 
@@ -129,3 +129,18 @@ def test_archives_are_cached_by_their_inputs(built):
     again = images.build(list(images.IMAGES))
     assert again == built and all(p.is_file() for p in again.values())
     assert all(images.VERSION in p.name for p in again.values())
+
+
+def test_a_container_left_by_a_killed_run_does_not_stop_the_next_build(built, containers):
+    """A run killed midway leaves its working containers, and an image a container uses cannot be
+    pruned: `make images` failed on the next run. The prune now removes the containers of test
+    processes that are gone, and only those."""
+    engine = images.Buildah()
+    ended = subprocess.Popen(["true"])  # a pid whose process has ended
+    ended.wait()
+    left = images.test_container_name(ended.pid, "left")
+    engine("from", "--pull=never", "--name", left, f"oci-archive:{built['operator']}")
+    engine.prune()
+    names = engine("containers", "--format", "{{.ContainerName}}").split()
+    assert left not in names
+    assert all(c.name in names for c in containers.values()), "a live run's containers were removed"
