@@ -310,3 +310,33 @@ def test_every_build_argument_a_page_names_is_the_dockerfiles():
                 named |= set(re.findall(r"`([A-Z][A-Z0-9_]+)`", sentence))
         wrong += [f"{name}: {a}" for a in sorted(named - args)]
     assert not wrong, "not an ARG of the Dockerfile:\n" + "\n".join(wrong)
+
+
+def test_the_compatibility_page_names_the_versions_the_tests_run():
+    """docs/compatibility.md's tested versions are the pins the tests and the images use."""
+    import tomllib
+
+    from harness import cluster, helm
+    from scorestream import jars
+
+    page = (REPO / "docs" / "compatibility.md").read_text()
+    tested = {row.split("|")[1].strip(): row.split("|")[2].strip()
+              for row in page.split("## Tested", 1)[1].split("## ", 1)[0].splitlines() if row.startswith("| ")}
+    pins = {dep.split("==")[0]: dep.split("==")[1].split()[0]
+            for deps in tomllib.loads((REPO / "pyproject.toml").read_text())["project"].values()
+            if isinstance(deps, list) for dep in deps if "==" in dep}
+    pins.update({dep.split("==")[0]: dep.split("==")[1] for deps in
+                 tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"].values()
+                 for dep in deps if "==" in dep})
+    lock = (REPO / "scorestream" / "jars.lock").read_text()
+    spark_kafka_clients = re.search(r"^spark-kafka kafka-clients-(\S+)\.jar", lock, re.M).group(1)
+    kube = next(v for k, v in tested.items() if k.startswith("Kubernetes"))
+    assert kube == cluster.KUBE_VERSION.lstrip("v")
+    assert tested["kubectl"] == helm.KUBECTL_VERSION.lstrip("v") and tested["Helm"] == helm.VERSION.lstrip("v")
+    assert tested["Apache Kafka broker"].startswith(f"{jars.KAFKA} ")
+    assert tested["Strimzi"].startswith(f"{jars.STRIMZI} ")
+    assert tested["Apache Spark"] == f"{pins['pyspark']}, with its Kafka connector (Kafka clients {spark_kafka_clients})"
+    assert tested["librdkafka (confluent-kafka)"] == pins["confluent-kafka"]
+    pom = (REPO / "runtime" / "jvm" / "pom.xml").read_text()
+    assert tested["PMML4S"] == re.search(r"<pmml4s.version>(\S+)</pmml4s.version>", pom).group(1)
+    assert tested["TensorFlow (CPU)"] == pins["tensorflow-cpu"]
