@@ -6,7 +6,8 @@ registry. Then what a user does: `helm install` of the chart with the operator i
 runs as a pod under its ServiceAccount), `kubectl apply` of a ModelServing naming a runtime image,
 Spark's driver and executors as containers, records scored onto the output topic from a broker the
 pods reach, `kubectl scale`, a canary promoted, the driver's pod deleted mid-stream with nothing
-lost, `kubectl logs`, `helm upgrade`, and `helm uninstall` leaving nothing running. The time of
+lost, `kubectl logs`, the API server stopped for two minutes under the stream, `helm upgrade`, and
+`helm uninstall` leaving nothing running. The time of
 each step, the node's memory and the host's state before and after are printed.
 
 Skips, saying why, where the machine cannot run a node (not root, no containerd, no overlayfs).
@@ -30,6 +31,7 @@ from harness import helm as helm_tool
 import images
 from harness import node as real_node
 from harness.cluster import ControlPlane
+from scorestream import naming
 from scorestream.tools.demo import feed, models
 from scorestream.tools.local.broker import EmbeddedBroker, create_topics
 from scorestream.tools.local.process import read_topic
@@ -236,6 +238,53 @@ def topics_and_operator(c: Cluster, prefix: str, partitions: int) -> dict[str, s
     return topics
 
 
+# An upgrade of the control plane, an etcd hiccup: the API server away for two minutes.
+OUTAGE = 120
+
+
+def restarts(c: Cluster, namespace: str, selector: str) -> dict[str, int]:
+    """Each pod's uid with its containers' restarts: the same after a fault where nothing restarted."""
+    return {p["metadata"]["uid"]: sum(s.get("restartCount", 0) for s in p["status"].get("containerStatuses", []))
+            for p in c.pods(namespace, selector)}
+
+
+def api_server_outage(c: Cluster, topics: dict[str, str]) -> None:
+    """The API server stopped for OUTAGE seconds while records stream: the job scores on without it
+    (what was sent in the first half is scored before it is back), no job pod restarts, nothing is
+    lost, and once it is back the operator answers a control request: its watches and status
+    writes are back."""
+    job = "scorestream.dev/modelserving=wine"
+    pods_before = restarts(c, NS, job)
+    operator_before = restarts(c, SYSTEM, f"app.kubernetes.io/instance={RELEASE}")
+    with Producer(c.broker.bootstrap, topics["dataTopic"], "outage", rate=100) as producer:
+        time.sleep(3)
+        with c.cp.frozen("kube-apiserver"):
+            back = time.monotonic() + OUTAGE
+            first_sent = len(producer.sent)
+            time.sleep(OUTAGE / 2)
+            meanwhile = set(producer.sent[first_sent:])
+            scored = scored_keys(c, topics["outputTopic"], meanwhile, timeout=max(0.0, back - time.monotonic() - 5))
+            scored_meanwhile = len(meanwhile & scored)
+            time.sleep(max(0.0, back - time.monotonic()))
+        resumed = time.monotonic()
+        request = f"after-outage-{int(time.time())}"
+        c.kubectl("annotate", "-n", NS, "modelserving/wine", f"{naming.PROMOTE_ANNOTATION}={request}", "--overwrite")
+        c.until(lambda: (json.loads(c.kubectl("get", "-n", NS, "modelserving/wine", "-o", "json"))["status"]
+                         .get("controls") or {}).get("promote") == request, 300, "a control request answered", every=0.5)
+        answered = time.monotonic() - resumed
+        time.sleep(3)
+    sent = set(producer.sent)
+    lost = sent - scored_keys(c, topics["outputTopic"], sent)
+    operator_restarts = sum(restarts(c, SYSTEM, f"app.kubernetes.io/instance={RELEASE}").values()) \
+        - sum(operator_before.values())
+    print(f"API server stopped {OUTAGE} s: of {len(meanwhile)} records sent in its first half, {scored_meanwhile}"
+          f" scored before it was back; {len(sent)} sent in all, {len(lost)} lost; a control request answered"
+          f" {answered:.1f} s after it was back; operator container restarts: {operator_restarts}")
+    assert scored_meanwhile == len(meanwhile), "the job stopped scoring without the API server"
+    assert not lost, f"{len(lost)} records lost, e.g. {sorted(lost)[:5]}"
+    assert restarts(c, NS, job) == pods_before, "a job pod restarted or was replaced"
+
+
 @pytest.mark.timeout(2400)
 def test_a_pmml_modelserving_on_a_real_node_from_helm_install_to_uninstall(cluster):
     c = cluster
@@ -298,6 +347,9 @@ def test_a_pmml_modelserving_on_a_real_node_from_helm_install_to_uninstall(clust
             lost = sent - scored
             print(f"driver pod deleted mid-stream: {len(sent)} records sent, {len(lost)} lost")
             assert not lost, f"{len(lost)} records lost, e.g. {sorted(lost)[:5]}"
+
+        with c.step(f"API server stopped {OUTAGE} s under the stream"):
+            api_server_outage(c, topics)
 
         with c.step("helm upgrade (operator rolls; the job keeps serving)"):
             install_operator(c, "--set", "operator.observeInterval=5")

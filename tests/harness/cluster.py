@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -333,6 +334,18 @@ class ControlPlane:
     def log_tail(self, name: str, lines: int = 30) -> str:
         path = self.dir / f"{name}.log"
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
+
+    @contextmanager
+    def frozen(self, name: str = "kube-apiserver"):
+        """One of the control plane's processes stopped (SIGSTOP) for the block, and resumed
+        however it ends: its clients' connections hang and time out, as through an outage of
+        its host. A process resumed carries on where it was; nothing is left behind."""
+        proc = self.procs[name]
+        os.kill(proc.pid, signal.SIGSTOP)
+        try:
+            yield proc
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
 
     def stop(self) -> None:
         if getattr(self, "_stopping", None) is not None:
