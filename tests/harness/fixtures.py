@@ -54,16 +54,26 @@ def pytest_collection_modifyitems(config, items):
 # (a fresh clone, a new file) go before them: those with tests out of the quick tier first (they
 # start brokers, Spark, API servers), the longest timeout a test of theirs is given first (what
 # their authors expect them to take), then by number of tests; the many short files fill the end.
+# A clone without pytest's cache (CI's) takes the times of a full run committed in
+# tests/file-seconds.json (`python hack/file_seconds.py` copies the cache's there).
 FILE_SECONDS = "scorestream/file-seconds"
+COMMITTED_FILE_SECONDS = REPO / "tests" / "file-seconds.json"
 
 
 def _selection(config) -> str:
     return f"{FILE_SECONDS}/{config.option.markexpr or 'all'}"
 
 
-def _longest_files_first(config, items) -> None:
+def _known_seconds(config) -> dict[str, float]:
+    """Seconds per file of the last run of this selection: pytest's cache, over the committed ones."""
+    selection = config.option.markexpr or "all"
+    committed = json.loads(COMMITTED_FILE_SECONDS.read_text()) if COMMITTED_FILE_SECONDS.exists() else {}
     cache = getattr(config, "cache", None)
-    seconds = cache.get(_selection(config), {}) if cache is not None else {}
+    return {**committed.get(selection, {}), **(cache.get(_selection(config), {}) if cache is not None else {})}
+
+
+def _longest_files_first(config, items) -> None:
+    seconds = _known_seconds(config)
     counts: dict[str, int] = {}
     slow: set[str] = set()
     timeouts: dict[str, float] = {}
