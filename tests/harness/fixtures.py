@@ -96,6 +96,17 @@ def _longest_files_first(config, items) -> None:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def orphans_of_killed_runs_stopped():
+    """What a run killed midway left running (harness/orphans.py) is stopped before this one
+    starts its own; what this run starts is marked as its own."""
+    from harness import orphans
+
+    orphans.mark_this_process()
+    for killed in orphans.sweep():
+        print(f"stopped an orphan of a killed test run: {killed}")
+
+
+@pytest.fixture(scope="session", autouse=True)
 def scratch_under_pytest(tmp_path_factory):
     """Operators' work folders and Spark's scratch folders under pytest's own temporary folder,
     which pytest prunes (the last three runs kept), not in /tmp: a job killed -9 on purpose never
