@@ -79,7 +79,9 @@ def test_exactly_once_in_real_time_mode_on_a_standalone_cluster(serving, machine
         code, answer = job.post("/executors", {"total": 1})
         assert (code, answer["accepted"]) == (409, False) and "restarts" in answer["reason"], (code, answer)
         more(1000)
-        assert job.get("/stats")["totals"]["executorsUsedLastBatch"] == 2
+        # Both executors serve once the master has launched the second (later on a loaded machine).
+        wait_until(lambda: job.get("/stats")["totals"]["executorsUsedLastBatch"] == 2, timeout=300,
+                   what="a batch on both executors")
         s.publish(models.descriptor("linear", "2", "pmml", models.linear_pmml()))
         wait_until(lambda: job.get("/stats")["dataTypes"]["wine"]["name"] == "linear"
                    and job.get("/stats")["dataTypes"]["wine"]["invocations"] >= 1000, timeout=300,
