@@ -60,16 +60,20 @@ FILE_SECONDS = "scorestream/file-seconds"
 COMMITTED_FILE_SECONDS = REPO / "tests" / "file-seconds.json"
 
 
+def _selection_name(config) -> str:
+    return config.option.markexpr or "all"
+
+
 def _selection(config) -> str:
-    return f"{FILE_SECONDS}/{config.option.markexpr or 'all'}"
+    return f"{FILE_SECONDS}/{_selection_name(config)}"
 
 
 def _known_seconds(config) -> dict[str, float]:
     """Seconds per file of the last run of this selection: pytest's cache, over the committed ones."""
-    selection = config.option.markexpr or "all"
     committed = json.loads(COMMITTED_FILE_SECONDS.read_text()) if COMMITTED_FILE_SECONDS.exists() else {}
     cache = getattr(config, "cache", None)
-    return {**committed.get(selection, {}), **(cache.get(_selection(config), {}) if cache is not None else {})}
+    return {**committed.get(_selection_name(config), {}),
+            **(cache.get(_selection(config), {}) if cache is not None else {})}
 
 
 def _longest_files_first(config, items) -> None:

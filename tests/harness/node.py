@@ -35,6 +35,7 @@ import yaml
 
 from harness import cluster as kube_cluster
 from harness import netns as own_hosts
+from harness import orphans
 from harness.cluster import ControlPlane
 
 NODE_NAME = "scorestream-node"
@@ -545,10 +546,9 @@ def sweep_stale() -> list[str]:
 
 def _owner_alive(node_dir: Path) -> bool:
     try:
-        os.kill(int((node_dir / OWNER_FILE).read_text()), 0)
+        return orphans.alive(int((node_dir / OWNER_FILE).read_text()))
     except (OSError, ValueError):
         return False
-    return True
 
 
 def _tree_rss(pid: int, children: bool = True) -> int:
