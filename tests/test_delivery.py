@@ -114,7 +114,8 @@ def test_sigterm_finishes_the_batch_and_a_restart_restores_the_latest_good_model
     assert sum(c - 1 for c in seen.values()) == 0, "a graceful stop leaves nothing to redo"
     out = s.outputs(expect=n + m)
     assert {o["model"]["name"] for o in first_run} == {"linear"}
-    later = [o for o in out if o["key"] not in {f["key"] for f in first_run}]
+    scored_first = {o["key"] for o in first_run}
+    later = [o for o in out if o["key"] not in scored_first]
     assert later and {o["model"]["name"] for o in later} == {"keras"}, "restored before the first record was scored"
     log = again.log_path.read_text(errors="replace")
     assert "INFO scorestream.runtime: batch" in log
