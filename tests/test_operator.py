@@ -205,10 +205,15 @@ async def test_at_rest_no_api_request_a_burst_of_edits_is_one_reconcile_and_a_de
         await until(lambda: obj(api, MS, "wine")["status"].get("observedGeneration") == last, what="the last edit seen")
         await asyncio.sleep(1)
         burst = op.log.count(f"reconciled {api.ns}/wine in") - looks
+        window = time.monotonic() - started
         # Edits within one debounce of the first make one reconcile, so a burst of up to twice the
         # debounce at most two; a loaded API server that spreads the burst wider, one more per debounce.
         beyond = max(0, math.ceil((took - 2 * DEBOUNCE) / DEBOUNCE))
-        assert 1 <= burst <= 2 + beyond, f"{burst} reconciles for 10 edits in {took:.2f} s"
+        # On a loaded machine the edits' reconciles can outlast the look interval: its looks are
+        # not the burst's.
+        looked = math.floor(window / op.config.observe_interval)
+        assert 1 <= burst <= 2 + beyond + looked, \
+            f"{burst} reconciles for 10 edits in {took:.2f} s ({window:.1f} s counted, {looked} looks)"
 
         api.delete("v1/services", "wine-driver")
         deleted = time.monotonic()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from pathlib import Path
 
 from harness import orphans
 
@@ -16,10 +17,15 @@ def _started_by(owner: int) -> subprocess.Popen:
                             start_new_session=True)
 
 
+def _no_process() -> int:
+    """A pid no process has or can get: the owner of an orphan. (The pid of an ended process
+    could be reused at once: a loaded machine's JVMs start threads by the thousand, and each takes
+    a pid from the same space.)"""
+    return int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+
+
 def test_a_killed_runs_processes_are_stopped_and_a_live_runs_are_not():
-    gone = subprocess.Popen(["true"])  # a test process that has ended
-    gone.wait()
-    orphan, ours = _started_by(gone.pid), _started_by(os.getpid())
+    orphan, ours = _started_by(_no_process()), _started_by(os.getpid())
     try:
         killed = orphans.sweep()
         assert any(k.startswith(f"{orphan.pid} sleep 600") for k in killed), killed
