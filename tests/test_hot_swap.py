@@ -33,6 +33,11 @@ def test_swap_mid_stream_never_mixes_versions_in_a_batch(serving, demo_models):
     except TimeoutError:
         raise AssertionError(f"keras serves but scored nothing in 180 s; stream sent {stream.sent}, "
                              f"error {stream.error!r}, alive {stream.is_alive()}; job log:\n{job.tail(60)}") from None
+    # Back from TensorFlow (Python workers) to PMML (the JVM scorer).
+    wait_until(lambda: job.get("/stats")["dataTypes"]["wine"]["invocations"] >= 1000, what="1000 records under keras")
+    s.publish(demo_models["shallow"])
+    wait_until(lambda: job.get("/models")["serving"]["wine"]["name"] == "shallow", what="shallow serving")
+    wait_until(lambda: job.get("/stats")["dataTypes"]["wine"]["invocations"] > 0, what="shallow scoring")
     sent = stream.stop()
     assert stream.error is None
     stats = job.wait_records(sent + 100)
@@ -40,9 +45,9 @@ def test_swap_mid_stream_never_mixes_versions_in_a_batch(serving, demo_models):
     out = [o for o in s.outputs(expect=sent + 100) if int(o["key"].split("-")[1]) < 100000]
     assert len(out) == sent and len({o["key"] for o in out}) == sent, "every record scored exactly once"
     # Each model takes over at a batch boundary and never comes back.
-    assert [name for name, _ in takeovers(out)] == ["tree", "linear", "keras"]
-    assert stats["totals"]["modelSwitches"] == 2
+    assert [name for name, _ in takeovers(out)] == ["tree", "linear", "keras", "shallow"]
+    assert stats["totals"]["modelSwitches"] == 3
     info = stats["dataTypes"]["wine"]
-    assert info["name"] == "keras" and info["invocations"] > 0
-    assert {p["name"] for p in info["previous"]} == {"tree", "linear"}
+    assert info["name"] == "shallow" and info["invocations"] > 0
+    assert {p["name"] for p in info["previous"]} == {"tree", "linear", "keras"}
     assert job.stop() == 0
