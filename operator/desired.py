@@ -12,7 +12,20 @@ from typing import Any
 
 from scorestream import naming
 from scorestream.api.v1alpha1 import modelserving as s
-from scorestream.config import ArtifactPolicy, HttpConfig, JobConfig, KafkaConfig, SparkConfig, StoreAccess
+from scorestream.config import (
+    ArtifactPolicy,
+    BearerAccess,
+    GcsAccess,
+    HttpConfig,
+    InputConfig,
+    JobConfig,
+    KafkaConfig,
+    KeylessModels,
+    ProtobufInput,
+    S3Access,
+    SparkConfig,
+    StoreAccess,
+)
 from scorestream.operator import models_route, podtemplate, strimzi
 from scorestream.operator.kube import contains
 
@@ -82,14 +95,16 @@ def _spark_ui_port(spec: s.ModelServingSpec, **port: Any) -> list[dict[str, Any]
 
 
 def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig:
-    """The runtime's configuration for this resource: the same type the runtime reads. No secrets."""
+    """The runtime's configuration for this resource: the same type the runtime reads. No secrets.
+    Every field of the job's is set here from the spec's by name: the spec and the job config
+    are types of their own, so neither changes with the other unseen."""
     config = JobConfig.model_validate({
         "artifacts": ArtifactPolicy(stores=store_access(spec.model_store)),
         "name": name,
         "namespace": namespace,
         "dataTypes": [spec.data_type],
         "kafka": _kafka_config(namespace, spec.kafka),
-        "input": spec.input,
+        "input": _input_config(spec.input),
         "spark": SparkConfig(master=IN_CLUSTER_MASTER, trigger=spec.spark.trigger, triggerInterval=spec.spark.trigger_interval,
                              warmUpBatches=spec.spark.warm_up_batches,
                              conf=_spark_conf(name, namespace, spec)),
@@ -108,16 +123,26 @@ def job_config(name: str, namespace: str, spec: s.ModelServingSpec) -> JobConfig
 
 def _kafka_config(namespace: str, spec: s.KafkaSpec) -> KafkaConfig:
     """The job's Kafka settings: the topics, and where its credentials are mounted (never their values)."""
-    kafka = spec.model_dump(by_alias=True, exclude={"secret_ref", "tls", "authentication", "strimzi_topics"})
-    # The namespace's own topic where the spec names none; an admin's shared topic is put in by
-    # _objects (Settings), outside the configuration hash as the artifact policy is.
-    kafka["modelsTopic"] = models_route.Assignment().topic(spec, namespace)
-    if spec.secret_ref:
-        kafka["secretPropertiesFile"] = f"{KAFKA_SECRET_DIR}/{spec.secret_ref.key}"
     credentials = strimzi.credential_files(spec)
-    if credentials is not None:
-        kafka["credentials"] = credentials.model_dump(by_alias=True, exclude_defaults=True)
-    return KafkaConfig.model_validate(kafka)
+    keyless = spec.keyless_models
+    return KafkaConfig(
+        bootstrap_servers=spec.bootstrap_servers, data_topic=spec.data_topic, output_topic=spec.output_topic,
+        # The namespace's own topic where the spec names none; an admin's shared topic is put in by
+        # _objects (Settings), outside the configuration hash as the artifact policy is.
+        models_topic=models_route.Assignment().topic(spec, namespace),
+        accept_unaddressed_models=spec.accept_unaddressed_models,
+        keyless_models=None if keyless is None else KeylessModels(topic=keyless.topic,
+                                                                   retention_hours=keyless.retention_hours),
+        dead_letter_topic=spec.dead_letter_topic, properties=spec.properties,
+        starting_offsets=spec.starting_offsets, max_offsets_per_trigger=spec.max_offsets_per_trigger,
+        secret_properties_file=f"{KAFKA_SECRET_DIR}/{spec.secret_ref.key}" if spec.secret_ref else None,
+        credentials=credentials)
+
+
+def _input_config(spec: s.InputSpec) -> InputConfig:
+    return InputConfig(format=spec.format, data_type_field=spec.data_type_field, fields=spec.fields,
+                       protobuf=ProtobufInput(descriptor_file=spec.protobuf.descriptor_file,
+                                              message_type=spec.protobuf.message_type))
 
 
 def _spark_conf(name: str, namespace: str, spec: s.ModelServingSpec) -> dict[str, str]:
@@ -163,20 +188,16 @@ def store_access(store: s.ModelStoreSpec | None) -> StoreAccess | None:
     """spec.modelStore for the job: where its Secrets are mounted (_store_volumes), never their values."""
     if store is None:
         return None
-    access: dict[str, Any] = {}
-    if store.s3:
-        s3 = store.s3.model_dump(by_alias=True, exclude={"secret_ref"})
-        if store.s3.secret_ref:
-            s3["credentialsDir"] = f"{STORES_DIR}/s3"
-        access["s3"] = s3
-    if store.gcs:
-        gcs = store.gcs.model_dump(by_alias=True, exclude={"secret_ref"})
-        if store.gcs.secret_ref:
-            gcs["serviceAccountFile"] = f"{STORES_DIR}/gcs/{store.gcs.secret_ref.key}"
-        access["gcs"] = gcs
-    if store.https:
-        access["https"] = {"hosts": store.https.hosts, "tokenFile": f"{STORES_DIR}/https/{store.https.secret_ref.key}"}
-    return StoreAccess.model_validate(access)
+    s3, gcs, https = store.s3, store.gcs, store.https
+    return StoreAccess(
+        s3=None if s3 is None else S3Access(
+            endpoint=s3.endpoint, region=s3.region, workload_identity=s3.workload_identity,
+            credentials_dir=f"{STORES_DIR}/s3" if s3.secret_ref else None),
+        gcs=None if gcs is None else GcsAccess(
+            endpoint=gcs.endpoint, workload_identity=gcs.workload_identity,
+            service_account_file=f"{STORES_DIR}/gcs/{gcs.secret_ref.key}" if gcs.secret_ref else None),
+        https=None if https is None else BearerAccess(
+            hosts=https.hosts, token_file=f"{STORES_DIR}/https/{https.secret_ref.key}"))
 
 
 def _store_volumes(store: s.ModelStoreSpec | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -10,8 +10,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from scorestream.api.v1alpha1.modelserving import KafkaSpec
-from scorestream.config import KeylessModels
+from scorestream.api.v1alpha1.modelserving import KafkaSpec, KeylessModels
 from scorestream.operator.kafkabound import Deadline, client_caps, client_timeouts
 from scorestream.operator.kafkalog import client_config
 from scorestream.operator.models_route import Route

@@ -6,7 +6,7 @@ import ipaddress
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
@@ -27,112 +27,55 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, use_attribute_docstrings=True)
 
 
-# modelsTopic may be absent: a ModelServing leaves it to the operator (operator/models_route.py).
-_DISTINCT_TOPICS = (
-    "self.dataTopic != self.outputTopic && self.dataTopic != self.deadLetterTopic"
-    " && (!has(self.modelsTopic) || self.dataTopic != self.modelsTopic) && self.outputTopic != self.deadLetterTopic"
-)
-
-
 DEFAULT_MODELS_TOPIC = "scorestream-models"
-_UNADDRESSED_OWN_TOPIC = (
-    f"!has(self.acceptUnaddressedModels) || !self.acceptUnaddressedModels"
-    f" || (has(self.modelsTopic) && self.modelsTopic != '{DEFAULT_MODELS_TOPIC}')"
-)
-_UNADDRESSED_MESSAGE = (f"acceptUnaddressedModels needs a modelsTopic of your own, not the shared"
-                        f" default {DEFAULT_MODELS_TOPIC!r}")
+UNADDRESSED_MESSAGE = (f"acceptUnaddressedModels needs a modelsTopic of your own, not the shared"
+                       f" default {DEFAULT_MODELS_TOPIC!r}")
+NOT_MODELS_PREFIX_MESSAGE = (f"dataTopic, outputTopic and deadLetterTopic may not start with"
+                             f" {naming.MODELS_TOPIC_PREFIX!r}: those are the operator's models topics")
+KEYLESS_MESSAGE = (f"keylessModels.topic needs a topic of its own: not dataTopic, outputTopic, deadLetterTopic,"
+                   f" modelsTopic nor the shared default {DEFAULT_MODELS_TOPIC!r}")
 
-# The per-namespace models topics are the operator's: a tenant's ACLs refuse its job a write there,
-# so a spec naming one for data, output or dead letters is refused where it is written.
-_NOT_MODELS_PREFIX = " && ".join(f"!self.{field}.startsWith('{naming.MODELS_TOPIC_PREFIX}')"
-                                 for field in ("dataTopic", "outputTopic", "deadLetterTopic"))
-_NOT_MODELS_PREFIX_MESSAGE = (f"dataTopic, outputTopic and deadLetterTopic may not start with"
-                              f" {naming.MODELS_TOPIC_PREFIX!r}: those are the operator's models topics")
 
-_KEYLESS_OWN_TOPIC = (
-    "!has(self.keylessModels) || !(self.keylessModels.topic in [self.dataTopic, self.outputTopic,"
-    f" self.deadLetterTopic, '{DEFAULT_MODELS_TOPIC}'] || (has(self.modelsTopic)"
-    " && self.keylessModels.topic == self.modelsTopic))"
-)
-_KEYLESS_MESSAGE = (f"keylessModels.topic needs a topic of its own: not dataTopic, outputTopic, deadLetterTopic,"
-                    f" modelsTopic nor the shared default {DEFAULT_MODELS_TOPIC!r}")
+class Topics(Protocol):
+    """What the topic rules read: the spec's kafka (scorestream.api) and the job config's alike."""
+
+    data_topic: str
+    output_topic: str
+    dead_letter_topic: str
+    accept_unaddressed_models: bool
+    properties: dict[str, str]
+    max_offsets_per_trigger: int | None
+
+    @property
+    def models_topic(self) -> str | None: ...
+
+    @property
+    def keyless_models(self) -> "KeylessModels | None": ...
+
+
+def check_topics(kafka: Topics) -> None:
+    """The topic rules the spec (where CEL says the same in the CRD) and the job config both keep.
+    A spec's unset modelsTopic is the operator's to assign: none of these rules apply to it."""
+    models = kafka.models_topic
+    if kafka.data_topic in (kafka.output_topic, kafka.dead_letter_topic, models):
+        raise ValueError("dataTopic must differ from outputTopic, deadLetterTopic and modelsTopic")
+    if kafka.output_topic == kafka.dead_letter_topic:
+        raise ValueError("outputTopic and deadLetterTopic must differ")
+    if any(t.startswith(naming.MODELS_TOPIC_PREFIX) for t in (kafka.data_topic, kafka.output_topic,
+                                                               kafka.dead_letter_topic)):
+        raise ValueError(NOT_MODELS_PREFIX_MESSAGE)
+    if kafka.accept_unaddressed_models and models in (None, DEFAULT_MODELS_TOPIC):
+        raise ValueError(UNADDRESSED_MESSAGE)
+    keyless = kafka.keyless_models
+    if keyless is not None and keyless.topic in (kafka.data_topic, kafka.output_topic, kafka.dead_letter_topic,
+                                                 models, DEFAULT_MODELS_TOPIC):
+        raise ValueError(KEYLESS_MESSAGE)
 
 
 class KeylessModels(Strict):
-    """A models topic for producers that send model messages without a key."""
-
+    # A second models topic, not compacted, of messages without a key (spec.kafka.keylessModels).
     topic: str = Field(pattern=_TOPIC)
-    """The topic: not compacted (Kafka refuses messages without a key on a compacted topic), so it
-    keeps every message for retentionHours. The operator creates it with cleanup.policy=delete,
-    or checks the one that exists."""
     retention_hours: int = Field(alias="retentionHours", ge=1, le=876000)
-    """How long the topic keeps a model message (its retention.ms). A job restores the newest
-    model per dataType that is still there: publish again within this time, or the next start of
-    the job finds none."""
-
-
-class KafkaTopics(Strict):
-    """Where a serving job reads and writes: shared by the ModelServing spec and the job config."""
-
-    model_config = ConfigDict(
-        json_schema_extra={"x-kubernetes-validations": [{
-            "rule": _DISTINCT_TOPICS,
-            "message": "dataTopic must differ from outputTopic, deadLetterTopic and modelsTopic,"
-                       " and outputTopic from deadLetterTopic",
-        }, {
-            "rule": _UNADDRESSED_OWN_TOPIC,
-            "message": _UNADDRESSED_MESSAGE,
-        }, {
-            "rule": _KEYLESS_OWN_TOPIC,
-            "message": _KEYLESS_MESSAGE,
-        }, {
-            "rule": _NOT_MODELS_PREFIX,
-            "message": _NOT_MODELS_PREFIX_MESSAGE,
-        }]},
-    )
-
-    bootstrap_servers: str = Field(alias="bootstrapServers", min_length=1)
-    """Kafka bootstrap servers, comma-separated host:port."""
-    data_topic: str = Field(alias="dataTopic", pattern=_TOPIC)
-    """The topic of records to score."""
-    output_topic: str = Field(alias="outputTopic", pattern=_TOPIC)
-    """The topic predictions are written to."""
-    models_topic: str = Field(DEFAULT_MODELS_TOPIC, alias="modelsTopic", pattern=_TOPIC)
-    """The compacted topic of model descriptors; many ModelServings may share it: each takes only
-    the messages keyed `<namespace>/<name>/<dataType>` (and `.../candidate`) for itself."""
-    accept_unaddressed_models: bool = Field(False, alias="acceptUnaddressedModels")
-    """Also take model messages in the legacy layout, keyed by dataType alone (`<dataType>`,
-    `<dataType>/candidate`). Whoever writes such a message to the topic reaches every ModelServing
-    that opts in on it, so this needs a modelsTopic of your own (not the shared default)."""
-    keyless_models: KeylessModels | None = Field(None, alias="keylessModels")
-    """Also take model messages without a key, from a second models topic that is not compacted
-    (docs/model-messages.md): the newest message per dataType serves, as for the unaddressed ones.
-    Whoever writes to that topic reaches every ModelServing that reads it: a topic of your own."""
-    dead_letter_topic: str = Field(alias="deadLetterTopic", pattern=_TOPIC)
-    """Records that cannot be decoded or scored go here unchanged, with headers saying why."""
-    properties: dict[str, str] = Field(default_factory=dict)
-    """Client settings (librdkafka names) that are not secret: security.protocol, sasl.mechanism..."""
-    starting_offsets: Literal["group", "earliest", "latest"] = Field("group", alias="startingOffsets")
-    """Where a new job starts: `group` = the data group's committed offsets, partitions without a
-    commit from the earliest offset (a serving job must not skip records it never saw)."""
-    max_offsets_per_trigger: int | None = Field(None, alias="maxOffsetsPerTrigger", gt=0)
-    """At most this many records per micro-batch (unbounded when unset)."""
-
-    @model_validator(mode="after")
-    def _distinct_topics(self) -> KafkaTopics:
-        if self.data_topic in (self.output_topic, self.dead_letter_topic, self.models_topic):
-            raise ValueError("dataTopic must differ from outputTopic, deadLetterTopic and modelsTopic")
-        if self.output_topic == self.dead_letter_topic:
-            raise ValueError("outputTopic and deadLetterTopic must differ")
-        if any(t.startswith(naming.MODELS_TOPIC_PREFIX) for t in (self.data_topic, self.output_topic,
-                                                                   self.dead_letter_topic)):
-            raise ValueError(_NOT_MODELS_PREFIX_MESSAGE)
-        if self.accept_unaddressed_models and self.models_topic == DEFAULT_MODELS_TOPIC:
-            raise ValueError(_UNADDRESSED_MESSAGE)
-        if self.keyless_models is not None and self.keyless_models.topic in (
-                self.data_topic, self.output_topic, self.dead_letter_topic, self.models_topic, DEFAULT_MODELS_TOPIC):
-            raise ValueError(_KEYLESS_MESSAGE)
-        return self
 
 
 class KafkaCredentialFiles(Strict):
@@ -160,11 +103,30 @@ class KafkaCredentialFiles(Strict):
     """scram-sha-512: the file holding the password (Strimzi's password key)."""
 
 
-class KafkaConfig(KafkaTopics):
+class KafkaConfig(Strict):
+    """Where the job reads and writes (the operator's mapping of spec.kafka, docs in the spec)."""
+
+    bootstrap_servers: str = Field(alias="bootstrapServers", min_length=1)
+    data_topic: str = Field(alias="dataTopic", pattern=_TOPIC)
+    output_topic: str = Field(alias="outputTopic", pattern=_TOPIC)
+    # The models topic the job reads: the operator assigns one where the spec names none.
+    models_topic: str = Field(DEFAULT_MODELS_TOPIC, alias="modelsTopic", pattern=_TOPIC)
+    accept_unaddressed_models: bool = Field(False, alias="acceptUnaddressedModels")
+    keyless_models: KeylessModels | None = Field(None, alias="keylessModels")
+    dead_letter_topic: str = Field(alias="deadLetterTopic", pattern=_TOPIC)
+    # Client settings that are not secret (librdkafka names).
+    properties: dict[str, str] = Field(default_factory=dict)
+    starting_offsets: Literal["group", "earliest", "latest"] = Field("group", alias="startingOffsets")
+    max_offsets_per_trigger: int | None = Field(None, alias="maxOffsetsPerTrigger", gt=0)
     # A file of `key=value` client settings mounted from a Secret (sasl.password, ssl keys...):
     # read at start, never copied into the config, logs or status.
     secret_properties_file: str | None = Field(None, alias="secretPropertiesFile")
     credentials: KafkaCredentialFiles | None = None
+
+    @model_validator(mode="after")
+    def _topics(self) -> "KafkaConfig":
+        check_topics(self)
+        return self
 
     def settings_properties(self) -> dict[str, str]:
         """The settings as given (properties and the Secret's file), before any credentials."""
@@ -207,23 +169,18 @@ def read_properties_text(text: str) -> dict[str, str]:
 
 
 class ProtobufInput(Strict):
+    # None: the legacy messages (WineRecord) built into scorestream.
     descriptor_file: str | None = Field(None, alias="descriptorFile")
-    """A FileDescriptorSet (protoc --descriptor_set_out) in the job's filesystem; without one, the
-    legacy messages (WineRecord) built into scorestream are used."""
     message_type: str = Field("WineRecord", alias="messageType", min_length=1)
-    """The message type of input records."""
 
 
 class InputConfig(Strict):
+    """How the job decodes records (the operator's mapping of spec.input, docs in the spec)."""
+
     format: Literal["json", "protobuf"] = "json"
-    """How input records are encoded: JSON objects or protobuf messages."""
     data_type_field: str = Field("dataType", alias="dataTypeField", min_length=1)
-    """The record field that routes a record to the model of its dataType."""
     fields: list[str] | None = None
-    """The record's feature fields in order. A model whose inputs are not among them is rejected
-    at load time, and a TensorFlow model with one dense input reads them in this order."""
     protobuf: ProtobufInput = Field(default_factory=ProtobufInput)
-    """Protobuf decoding, when format is protobuf."""
 
 
 class HttpConfig(Strict):
@@ -241,53 +198,26 @@ class HttpConfig(Strict):
 WARM_UP_BATCHES = 300
 
 
-class SparkTrigger(Strict):
-    """What the spec and the job config say alike about a streaming query."""
+class Trigger(Protocol):
+    """What the query rules read: the spec's spark (scorestream.api) and the job config's alike."""
 
-    trigger: Literal["processingTime", "realTime"] = "processingTime"
-    """How the query runs. processingTime: a micro-batch every triggerInterval. realTime: Spark's
-    real-time mode, one long task per data-topic partition writing each prediction as soon as its
-    record is scored (p50 a few ms instead of about the interval), except at each batch's end,
-    where reading stops while Spark plans and launches the next batch: 0.05-0.15 s on 2 cores,
-    in a new job too, which warms that path up before it reads (warmUpBatches). With 5s batches
-    those pauses are the p99; with 10s batches they reach fewer than 1 record in 100, and the p99
-    is the records' own path (17-50 ms at half the peak rate on 2 cores).
-    triggerInterval, at least 5s, is then how often progress is checkpointed, when a new model
-    takes over, how much a restart reads again and how long a graceful stop may wait. realTime
-    serves PMML models only (it runs no Python), takes no kafka.maxOffsetsPerTrigger, needs a task
-    slot per data-topic partition, and changes executors by restarting the job."""
-    trigger_interval: str = Field("1s", alias="triggerInterval", json_schema_extra={"pattern": DURATION_PATTERN})
-    """How often a micro-batch starts: '500ms', '1s', '2 minutes' (with realTime: how long each batch runs)."""
-    warm_up_batches: int = Field(WARM_UP_BATCHES, alias="warmUpBatches", ge=0, le=10_000)
-    """With trigger realTime: before it reads its first record, the job runs its own query this
-    many times as small micro-batches of generated records that it drops unread (nothing is
-    scored, counted or written), so the code Spark runs at every batch end is compiled before
-    the first real one: a new job's first pauses are then about a warm job's, not two to three
-    times them. About 20 s at the start on 2 cores (at most 2 minutes), not ready meanwhile; 0:
-    none. Ignored with processingTime."""
-    conf: dict[str, str] = Field(default_factory=dict)
-    """Spark configuration (spark.* keys) for the job."""
+    trigger: str
+    trigger_interval: str
+    conf: dict[str, str]
 
-    @field_validator("trigger_interval")
-    @classmethod
-    def _duration(cls, v: str) -> str:
-        if not _DURATION.match(v):
-            raise ValueError("must be a duration such as '500ms', '1s' or '2 minutes'")
-        return v
 
-    @model_validator(mode="after")
-    def _real_time_batch(self) -> "SparkTrigger":
-        if self.real_time and self.trigger_seconds() < REAL_TIME_MIN_SECONDS:
-            raise ValueError(f"trigger realTime takes a triggerInterval of at least {REAL_TIME_MIN_SECONDS:g}s"
-                             f" (Spark's shortest real-time batch), not {self.trigger_interval!r}")
-        return self
+def check_duration(text: str) -> str:
+    """A field validator: a duration Spark takes."""
+    if not _DURATION.match(text):
+        raise ValueError("must be a duration such as '500ms', '1s' or '2 minutes'")
+    return text
 
-    @property
-    def real_time(self) -> bool:
-        return self.trigger == "realTime"
 
-    def trigger_seconds(self) -> float:
-        return duration_seconds(self.trigger_interval)
+def check_trigger(spark: Trigger) -> None:
+    """No real-time batch shorter than Spark's shortest."""
+    if spark.trigger == "realTime" and duration_seconds(spark.trigger_interval) < REAL_TIME_MIN_SECONDS:
+        raise ValueError(f"trigger realTime takes a triggerInterval of at least {REAL_TIME_MIN_SECONDS:g}s"
+                         f" (Spark's shortest real-time batch), not {spark.trigger_interval!r}")
 
 
 # Spark refuses shorter real-time batches (INVALID_STREAMING_REAL_TIME_MODE_TRIGGER_INTERVAL).
@@ -296,25 +226,10 @@ REAL_TIME_PMML_ONLY = "trigger realTime serves PMML models only: a real-time que
 REAL_TIME_NO_MAX_OFFSETS = "trigger realTime takes no kafka.maxOffsetsPerTrigger: a real-time batch reads for its whole interval"
 
 
-def check_real_time_offsets(spark: SparkTrigger, kafka: KafkaTopics) -> None:
+def check_real_time_offsets(spark: Trigger, kafka: Topics) -> None:
     """What the spec and the job config both refuse: a per-batch bound in a query without one."""
-    if spark.real_time and kafka.max_offsets_per_trigger:
+    if spark.trigger == "realTime" and kafka.max_offsets_per_trigger:
         raise ValueError(REAL_TIME_NO_MAX_OFFSETS)
-
-
-class DeliverySetting(Strict):
-    """What the spec and the job config say alike about delivery."""
-
-    delivery: Literal["atLeastOnce", "exactlyOnce"] = "atLeastOnce"
-    """atLeastOnce: after a failure (a killed driver or executor) the batch in flight is written
-    again, so a prediction or dead letter may appear twice. exactlyOnce: each task writes an input
-    partition's predictions and dead letters in a Kafka transaction that also commits the data
-    group's offset, so read_committed consumers see each exactly once through failures, retries,
-    upgrades and rescales (docs/delivery.md). Predictions become visible to them when their
-    batch's transaction commits: about a trigger interval after their record arrived, also with
-    trigger realTime (a transaction per partition and real-time batch). It takes no
-    spark.speculation, and leaves the producer's transactional.id, acks and enable.idempotence
-    and the consumer's isolation.level to the job."""
 
 
 EXACTLY_ONCE_NO_SPECULATION = ("delivery exactlyOnce takes no spark.speculation: two attempts of one task would"
@@ -325,7 +240,7 @@ EXACTLY_ONCE_KAFKA = ("delivery exactlyOnce sets the Kafka settings transactiona
                       " and isolation.level itself: remove them from kafka.properties")
 
 
-def check_delivery(delivery: str, spark: SparkTrigger, kafka: KafkaTopics) -> None:
+def check_delivery(delivery: str, spark: Trigger, kafka: Topics) -> None:
     """What the spec and the job config both refuse with exactlyOnce (CEL says the same in the CRD)."""
     if delivery != "exactlyOnce":
         return
@@ -348,8 +263,28 @@ def duration_seconds(text: str) -> float:
     return value
 
 
-class SparkConfig(SparkTrigger):
+class SparkConfig(Strict):
+    """The streaming query (the operator's mapping of spec.spark, docs in the spec)."""
+
+    trigger: Literal["processingTime", "realTime"] = "processingTime"
+    trigger_interval: str = Field("1s", alias="triggerInterval")
+    warm_up_batches: int = Field(WARM_UP_BATCHES, alias="warmUpBatches", ge=0, le=10_000)
+    conf: dict[str, str] = Field(default_factory=dict)
     master: str = "local[2]"
+
+    _interval = field_validator("trigger_interval")(check_duration)
+
+    @model_validator(mode="after")
+    def _trigger(self) -> "SparkConfig":
+        check_trigger(self)
+        return self
+
+    @property
+    def real_time(self) -> bool:
+        return self.trigger == "realTime"
+
+    def trigger_seconds(self) -> float:
+        return duration_seconds(self.trigger_interval)
 
 
 # Never model sources, whatever the configuration says: devices, kernel and process state.
@@ -361,55 +296,25 @@ _REGION = r"^[a-z0-9-]{1,32}$"
 _HOST = r"^[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?$"
 
 
-class S3Endpoint(Strict):
-    """Where s3:// locations are fetched from: shared by the spec (spec.modelStore.s3) and the job config."""
-
+class S3Access(Strict):
     endpoint: str | None = Field(None, pattern=_ENDPOINT, max_length=1024)
-    """An S3-compatible endpoint (MinIO, Ceph, a cloud's S3 API): https://host[:port], buckets
-    addressed by path. Unset: AWS S3 in `region`. It passes the same address check as an http(s)
-    location (the chart's artifacts.allowedNetworks for an in-cluster store)."""
     region: str = Field("us-east-1", pattern=_REGION)
-    """The region requests are signed for (SigV4)."""
     workload_identity: bool = Field(False, alias="workloadIdentity")
-    """Sign with the pod's own identity, AWS's default credential chain (IRSA: the web identity
-    token and role the EKS pod identity webhook sets in the environment; EKS Pod Identity; the
-    instance's role), instead of a Secret. Neither set: requests are unsigned (public buckets)."""
-
-
-class GcsEndpoint(Strict):
-    """Where gs:// locations are fetched from: shared by the spec (spec.modelStore.gcs) and the job config."""
-
-    endpoint: str | None = Field(None, pattern=_ENDPOINT, max_length=1024)
-    """Google Cloud Storage's JSON API at another address (an emulator, a private endpoint):
-    http(s)://host[:port]. Unset: https://storage.googleapis.com. It passes the same address check
-    as an http(s) location."""
-    workload_identity: bool = Field(False, alias="workloadIdentity")
-    """Use the pod's own identity, Google's Application Default Credentials (GKE Workload
-    Identity: the node's metadata server answers for the pod's Kubernetes ServiceAccount),
-    instead of a Secret. Neither set: requests carry no token (public objects)."""
-
-
-class BearerHosts(Strict):
-    """https locations that get a bearer token: shared by the spec (spec.modelStore.https) and the job config."""
-
-    hosts: list[Annotated[str, StringConstraints(pattern=_HOST, max_length=260)]] = Field(min_length=1, max_length=64)
-    """The hosts (host, or host:port when not 443) the token is sent to; a location elsewhere, a
-    redirect to another host and every http:// location get no token: a models-topic writer
-    names the location, and must not be able to collect the token."""
-
-
-class S3Access(S3Endpoint):
     # A mounted Secret's folder: files AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and optionally
     # AWS_SESSION_TOKEN, read at each fetch (a rotated Secret is used without a restart).
     credentials_dir: str | None = Field(None, alias="credentialsDir")
 
 
-class GcsAccess(GcsEndpoint):
+class GcsAccess(Strict):
+    endpoint: str | None = Field(None, pattern=_ENDPOINT, max_length=1024)
+    workload_identity: bool = Field(False, alias="workloadIdentity")
     # A mounted service-account key (JSON), read at each fetch.
     service_account_file: str | None = Field(None, alias="serviceAccountFile")
 
 
-class BearerAccess(BearerHosts):
+class BearerAccess(Strict):
+    # The token goes to these hosts only (spec.modelStore.https.hosts).
+    hosts: list[Annotated[str, StringConstraints(pattern=_HOST, max_length=260)]] = Field(min_length=1, max_length=64)
     # A mounted file holding the token, read at each fetch.
     token_file: str = Field(alias="tokenFile")
 
@@ -476,9 +381,10 @@ class ArtifactPolicy(Strict):
         return dirs
 
 
-class JobConfig(DeliverySetting):
+class JobConfig(Strict):
     """One serving job: what to read, where to write, which dataTypes to serve, where to keep state."""
 
+    delivery: Literal["atLeastOnce", "exactlyOnce"] = "atLeastOnce"
     name: str = Field(pattern=_K8S_NAME, max_length=63)
     namespace: str = Field("default", pattern=_K8S_NAME, max_length=63)
     # The dataTypes this job serves; it waits for a model for each before it starts scoring.

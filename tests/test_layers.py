@@ -82,3 +82,36 @@ def test_the_cli_imports_the_operator_only_in_the_commands_that_run_it():
 def imports_at_top(tree: ast.Module) -> set[str]:
     return {node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module} \
         | {a.name for node in tree.body if isinstance(node, ast.Import) for a in node.names}
+
+
+def _models_within(model: type, seen: set[type]) -> set[type]:
+    """The pydantic models a model's fields hold, at any depth."""
+    import typing
+
+    from pydantic import BaseModel
+
+    def walk(tp) -> None:
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            if tp not in seen:
+                seen.add(tp)
+                for field in tp.model_fields.values():
+                    walk(field.annotation)
+        for arg in typing.get_args(tp):
+            walk(arg)
+
+    walk(model)
+    return seen
+
+
+def test_the_resource_s_types_are_the_api_package_s_own():
+    # The job's configuration types (scorestream.config) change with the job: were a spec type one
+    # of them, or made from one, the CRD would change with them unseen. desired.job_config maps
+    # the spec to the job's configuration field by field.
+    from scorestream.api.v1alpha1 import modelserving as s
+    from scorestream.config import Strict
+
+    found = _models_within(s.ModelServingSpec, set()) | _models_within(s.ModelServingStatus, set())
+    assert s.KafkaSpec in found and s.S3Store in found
+    borrowed = sorted(f"{m.__name__} ({b.__module__}.{b.__name__})" for m in found for b in m.__mro__
+                      if b.__module__ == "scorestream.config" and b is not Strict)
+    assert borrowed == []

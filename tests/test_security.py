@@ -16,7 +16,7 @@ import uuid
 import pytest
 
 from scorestream.api.descriptor import CandidateRole
-from scorestream.config import DEFAULT_MODELS_TOPIC, KafkaTopics
+from scorestream.config import DEFAULT_MODELS_TOPIC, KafkaConfig
 from scorestream.tools.demo import feed, models
 
 from harness.operator import MS, Operated, apply, condition, obj, resource, until
@@ -80,11 +80,11 @@ def test_two_namespaces_sharing_a_models_topic_and_a_data_type_never_install_eac
 def test_opting_in_to_unaddressed_models_needs_a_topic_of_ones_own():
     topics = {"bootstrapServers": "k:9092", "dataTopic": "d", "outputTopic": "o", "deadLetterTopic": "x"}
     with pytest.raises(ValueError, match="modelsTopic of your own"):
-        KafkaTopics.model_validate({**topics, "acceptUnaddressedModels": True})
+        KafkaConfig.model_validate({**topics, "acceptUnaddressedModels": True})
     with pytest.raises(ValueError, match="modelsTopic of your own"):
-        KafkaTopics.model_validate({**topics, "modelsTopic": DEFAULT_MODELS_TOPIC, "acceptUnaddressedModels": True})
-    assert KafkaTopics.model_validate({**topics, "modelsTopic": "mine", "acceptUnaddressedModels": True})
-    assert not KafkaTopics.model_validate(topics).accept_unaddressed_models, "off by default"
+        KafkaConfig.model_validate({**topics, "modelsTopic": DEFAULT_MODELS_TOPIC, "acceptUnaddressedModels": True})
+    assert KafkaConfig.model_validate({**topics, "modelsTopic": "mine", "acceptUnaddressedModels": True})
+    assert not KafkaConfig.model_validate(topics).accept_unaddressed_models, "off by default"
 
 
 def _raw(port: int, request: bytes, wait: float = 15.0) -> tuple[int, float]:

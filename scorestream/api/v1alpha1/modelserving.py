@@ -10,33 +10,33 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal
+from typing import Annotated, Any, Iterable, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from scorestream.config import (
     _K8S_NAME,
     _TOPIC,
-    _UNADDRESSED_MESSAGE,
+    DEFAULT_MODELS_TOPIC,
     DURATION_PATTERN,
-    BearerHosts,
     EXACTLY_ONCE_KAFKA,
     EXACTLY_ONCE_KAFKA_KEYS,
     EXACTLY_ONCE_NO_SPECULATION,
-    GcsEndpoint,
-    S3Endpoint,
+    KEYLESS_MESSAGE,
+    NOT_MODELS_PREFIX_MESSAGE,
     REAL_TIME_NO_MAX_OFFSETS,
     REAL_TIME_PMML_ONLY,
-    DeliverySetting,
-    InputConfig,
-    KafkaTopics,
-    SparkTrigger,
+    UNADDRESSED_MESSAGE,
+    WARM_UP_BATCHES,
     Strict,
     check_delivery,
+    check_duration,
     check_real_time_offsets,
+    check_topics,
+    check_trigger,
     duration_seconds,
 )
-from scorestream.naming import GROUP
+from scorestream.naming import GROUP, MODELS_TOPIC_PREFIX
 
 VERSION = "v1alpha1"
 KIND = "ModelServing"
@@ -358,6 +358,39 @@ class KafkaClientAuthentication(Strict):
         return self.password_secret.secret_name, [self.password_secret.password]
 
 
+# modelsTopic may be absent: a ModelServing leaves it to the operator (operator/models_route.py).
+_DISTINCT_TOPICS = (
+    "self.dataTopic != self.outputTopic && self.dataTopic != self.deadLetterTopic"
+    " && (!has(self.modelsTopic) || self.dataTopic != self.modelsTopic) && self.outputTopic != self.deadLetterTopic"
+)
+_UNADDRESSED_OWN_TOPIC = (
+    f"!has(self.acceptUnaddressedModels) || !self.acceptUnaddressedModels"
+    f" || (has(self.modelsTopic) && self.modelsTopic != '{DEFAULT_MODELS_TOPIC}')"
+)
+# The per-namespace models topics are the operator's: a tenant's ACLs refuse its job a write there,
+# so a spec naming one for data, output or dead letters is refused where it is written.
+_NOT_MODELS_PREFIX = " && ".join(f"!self.{field}.startsWith('{MODELS_TOPIC_PREFIX}')"
+                                 for field in ("dataTopic", "outputTopic", "deadLetterTopic"))
+_KEYLESS_OWN_TOPIC = (
+    "!has(self.keylessModels) || !(self.keylessModels.topic in [self.dataTopic, self.outputTopic,"
+    f" self.deadLetterTopic, '{DEFAULT_MODELS_TOPIC}'] || (has(self.modelsTopic)"
+    " && self.keylessModels.topic == self.modelsTopic))"
+)
+
+
+class KeylessModels(Strict):
+    """A models topic for producers that send model messages without a key."""
+
+    topic: str = Field(pattern=_TOPIC)
+    """The topic: not compacted (Kafka refuses messages without a key on a compacted topic), so it
+    keeps every message for retentionHours. The operator creates it with cleanup.policy=delete,
+    or checks the one that exists."""
+    retention_hours: int = Field(alias="retentionHours", ge=1, le=876000)
+    """How long the topic keeps a model message (its retention.ms). A job restores the newest
+    model per dataType that is still there: publish again within this time, or the next start of
+    the job finds none."""
+
+
 class StrimziTopics(Strict):
     """Topics as Strimzi KafkaTopic resources, for the cluster's Topic Operator to create."""
 
@@ -372,14 +405,38 @@ _AUTH_NEEDS_TLS = "authentication type tls needs kafka.tls (a client certificate
 _ONE_CREDENTIALS_SOURCE = "kafka.secretRef and kafka.tls/kafka.authentication both configure the client: use one"
 
 
-class KafkaSpec(KafkaTopics):
-    model_config = KafkaTopics.model_config | {"json_schema_extra": {"x-kubernetes-validations": [
-        *KafkaTopics.model_config["json_schema_extra"]["x-kubernetes-validations"],
-        {"rule": "!has(self.authentication) || self.authentication.type != 'tls' || has(self.tls)",
-         "message": _AUTH_NEEDS_TLS},
-        {"rule": "!has(self.secretRef) || !(has(self.tls) || has(self.authentication))",
-         "message": _ONE_CREDENTIALS_SOURCE}]}}
+class KafkaSpec(Strict):
+    """The Kafka cluster, the topics, and the client's settings and credentials."""
 
+    model_config = ConfigDict(
+        json_schema_extra={"x-kubernetes-validations": [{
+            "rule": _DISTINCT_TOPICS,
+            "message": "dataTopic must differ from outputTopic, deadLetterTopic and modelsTopic,"
+                       " and outputTopic from deadLetterTopic",
+        }, {
+            "rule": _UNADDRESSED_OWN_TOPIC,
+            "message": UNADDRESSED_MESSAGE,
+        }, {
+            "rule": _KEYLESS_OWN_TOPIC,
+            "message": KEYLESS_MESSAGE,
+        }, {
+            "rule": _NOT_MODELS_PREFIX,
+            "message": NOT_MODELS_PREFIX_MESSAGE,
+        }, {
+            "rule": "!has(self.authentication) || self.authentication.type != 'tls' || has(self.tls)",
+            "message": _AUTH_NEEDS_TLS,
+        }, {
+            "rule": "!has(self.secretRef) || !(has(self.tls) || has(self.authentication))",
+            "message": _ONE_CREDENTIALS_SOURCE,
+        }]},
+    )
+
+    bootstrap_servers: str = Field(alias="bootstrapServers", min_length=1)
+    """Kafka bootstrap servers, comma-separated host:port."""
+    data_topic: str = Field(alias="dataTopic", pattern=_TOPIC)
+    """The topic of records to score."""
+    output_topic: str = Field(alias="outputTopic", pattern=_TOPIC)
+    """The topic predictions are written to."""
     models_topic: str | None = Field(None, alias="modelsTopic", pattern=_TOPIC)
     """The compacted topic of model descriptors. Unset (the default): the one the operator assigns,
     `scorestream-models.<namespace>` unless the cluster admin configured another, written only by
@@ -387,11 +444,26 @@ class KafkaSpec(KafkaTopics):
     your own, which the operator writes with this resource's Kafka credentials. Many ModelServings
     may share a topic: each takes only the messages keyed `<namespace>/<name>/<dataType>` (and
     `.../candidate`) for itself."""
+    accept_unaddressed_models: bool = Field(False, alias="acceptUnaddressedModels")
+    """Also take model messages in the legacy layout, keyed by dataType alone (`<dataType>`,
+    `<dataType>/candidate`). Whoever writes such a message to the topic reaches every ModelServing
+    that opts in on it, so this needs a modelsTopic of your own (not the shared default)."""
+    keyless_models: KeylessModels | None = Field(None, alias="keylessModels")
+    """Also take model messages without a key, from a second models topic that is not compacted
+    (docs/model-messages.md): the newest message per dataType serves, as for the unaddressed ones.
+    Whoever writes to that topic reaches every ModelServing that reads it: a topic of your own."""
+    dead_letter_topic: str = Field(alias="deadLetterTopic", pattern=_TOPIC)
+    """Records that cannot be decoded or scored go here unchanged, with headers saying why."""
     properties: dict[str, str] = Field(default_factory=dict, max_length=MAX_SETTINGS, json_schema_extra={
         "x-kubernetes-validations": [KAFKA_SECRET_PROPERTIES.validation(), KAFKA_CODE_PROPERTIES.validation()]})
     """Client settings (librdkafka names) that are not secret: security.protocol, sasl.mechanism...
     Passwords belong in the Secret (secretRef); settings that load code or call out are refused
     (docs/tenant-settings.md)."""
+    starting_offsets: Literal["group", "earliest", "latest"] = Field("group", alias="startingOffsets")
+    """Where a new job starts: `group` = the data group's committed offsets, partitions without a
+    commit from the earliest offset (a serving job must not skip records it never saw)."""
+    max_offsets_per_trigger: int | None = Field(None, alias="maxOffsetsPerTrigger", gt=0)
+    """At most this many records per micro-batch (unbounded when unset)."""
     secret_ref: SecretRef | None = Field(None, alias="secretRef")
     """Kafka credentials and TLS settings as a properties file in a Secret (the older way: tls and
     authentication name Strimzi's Secrets as they are)."""
@@ -420,11 +492,14 @@ class KafkaSpec(KafkaTopics):
         return v
 
     @model_validator(mode="after")
-    def _unaddressed_on_an_assigned_topic(self) -> "KafkaSpec":
-        # The CRD's rule (KafkaTopics) says the same with has(self.modelsTopic).
-        if self.accept_unaddressed_models and self.models_topic is None:
-            raise ValueError(_UNADDRESSED_MESSAGE)
+    def _topics(self) -> "KafkaSpec":
+        check_topics(self)
         return self
+
+
+_ENDPOINT = r"^https?://[^/?#@\s]+/?$"
+_REGION = r"^[a-z0-9-]{1,32}$"
+_HOST = r"^[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?$"
 
 
 class StoreSecretRef(Strict):
@@ -447,8 +522,19 @@ def _one_credential(store: "S3Store | GcsStore") -> None:
         raise ValueError(_ONE_CREDENTIAL[1])
 
 
-class S3Store(S3Endpoint):
-    model_config = S3Endpoint.model_config | {"json_schema_extra": _rules(_ONE_CREDENTIAL)}
+class S3Store(Strict):
+    model_config = ConfigDict(json_schema_extra=_rules(_ONE_CREDENTIAL))
+
+    endpoint: str | None = Field(None, pattern=_ENDPOINT, max_length=1024)
+    """An S3-compatible endpoint (MinIO, Ceph, a cloud's S3 API): https://host[:port], buckets
+    addressed by path. Unset: AWS S3 in `region`. It passes the same address check as an http(s)
+    location (the chart's artifacts.allowedNetworks for an in-cluster store)."""
+    region: str = Field("us-east-1", pattern=_REGION)
+    """The region requests are signed for (SigV4)."""
+    workload_identity: bool = Field(False, alias="workloadIdentity")
+    """Sign with the pod's own identity, AWS's default credential chain (IRSA: the web identity
+    token and role the EKS pod identity webhook sets in the environment; EKS Pod Identity; the
+    instance's role), instead of a Secret. Neither set: requests are unsigned (public buckets)."""
 
     secret_ref: StoreSecretRef | None = Field(None, alias="secretRef")
     """A Secret with the keys AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and optionally
@@ -460,8 +546,17 @@ class S3Store(S3Endpoint):
         return self
 
 
-class GcsStore(GcsEndpoint):
-    model_config = GcsEndpoint.model_config | {"json_schema_extra": _rules(_ONE_CREDENTIAL)}
+class GcsStore(Strict):
+    model_config = ConfigDict(json_schema_extra=_rules(_ONE_CREDENTIAL))
+
+    endpoint: str | None = Field(None, pattern=_ENDPOINT, max_length=1024)
+    """Google Cloud Storage's JSON API at another address (an emulator, a private endpoint):
+    http(s)://host[:port]. Unset: https://storage.googleapis.com. It passes the same address check
+    as an http(s) location."""
+    workload_identity: bool = Field(False, alias="workloadIdentity")
+    """Use the pod's own identity, Google's Application Default Credentials (GKE Workload
+    Identity: the node's metadata server answers for the pod's Kubernetes ServiceAccount),
+    instead of a Secret. Neither set: requests carry no token (public objects)."""
 
     secret_ref: KeyedStoreSecretRef | None = Field(None, alias="secretRef")
     """A Secret holding a service-account key (its JSON, key `service-account.json` by
@@ -473,9 +568,35 @@ class GcsStore(GcsEndpoint):
         return self
 
 
-class BearerStore(BearerHosts):
+class BearerStore(Strict):
+    hosts: list[Annotated[str, StringConstraints(pattern=_HOST, max_length=260)]] = Field(min_length=1, max_length=64)
+    """The hosts (host, or host:port when not 443) the token is sent to; a location elsewhere, a
+    redirect to another host and every http:// location get no token: a models-topic writer
+    names the location, and must not be able to collect the token."""
     secret_ref: KeyedStoreSecretRef = Field(alias="secretRef")
     """A Secret holding the bearer token (sent as `Authorization: Bearer <token>`)."""
+
+
+class ProtobufInputSpec(Strict):
+    descriptor_file: str | None = Field(None, alias="descriptorFile")
+    """A FileDescriptorSet (protoc --descriptor_set_out) in the job's filesystem; without one, the
+    legacy messages (WineRecord) built into scorestream are used."""
+    message_type: str = Field("WineRecord", alias="messageType", min_length=1)
+    """The message type of input records."""
+
+
+class InputSpec(Strict):
+    """How input records are decoded."""
+
+    format: Literal["json", "protobuf"] = "json"
+    """How input records are encoded: JSON objects or protobuf messages."""
+    data_type_field: str = Field("dataType", alias="dataTypeField", min_length=1)
+    """The record field that routes a record to the model of its dataType."""
+    fields: list[str] | None = None
+    """The record's feature fields in order. A model whose inputs are not among them is rejected
+    at load time, and a TensorFlow model with one dense input reads them in this order."""
+    protobuf: ProtobufInputSpec = Field(default_factory=ProtobufInputSpec)
+    """Protobuf decoding, when format is protobuf."""
 
 
 class ModelStoreSpec(Strict):
@@ -653,7 +774,30 @@ class SparkUISpec(Strict):
     the API server)."""
 
 
-class SparkSpec(SparkTrigger):
+class SparkSpec(Strict):
+    """The Spark job: how its query runs, its image, resources and configuration."""
+
+    trigger: Literal["processingTime", "realTime"] = "processingTime"
+    """How the query runs. processingTime: a micro-batch every triggerInterval. realTime: Spark's
+    real-time mode, one long task per data-topic partition writing each prediction as soon as its
+    record is scored (p50 a few ms instead of about the interval), except at each batch's end,
+    where reading stops while Spark plans and launches the next batch: 0.05-0.15 s on 2 cores,
+    in a new job too, which warms that path up before it reads (warmUpBatches). With 5s batches
+    those pauses are the p99; with 10s batches they reach fewer than 1 record in 100, and the p99
+    is the records' own path (17-50 ms at half the peak rate on 2 cores).
+    triggerInterval, at least 5s, is then how often progress is checkpointed, when a new model
+    takes over, how much a restart reads again and how long a graceful stop may wait. realTime
+    serves PMML models only (it runs no Python), takes no kafka.maxOffsetsPerTrigger, needs a task
+    slot per data-topic partition, and changes executors by restarting the job."""
+    trigger_interval: str = Field("1s", alias="triggerInterval", json_schema_extra={"pattern": DURATION_PATTERN})
+    """How often a micro-batch starts: '500ms', '1s', '2 minutes' (with realTime: how long each batch runs)."""
+    warm_up_batches: int = Field(WARM_UP_BATCHES, alias="warmUpBatches", ge=0, le=10_000)
+    """With trigger realTime: before it reads its first record, the job runs its own query this
+    many times as small micro-batches of generated records that it drops unread (nothing is
+    scored, counted or written), so the code Spark runs at every batch end is compiled before
+    the first real one: a new job's first pauses are then about a warm job's, not two to three
+    times them. About 20 s at the start on 2 cores (at most 2 minutes), not ready meanwhile; 0:
+    none. Ignored with processingTime."""
     conf: dict[str, str] = Field(default_factory=dict, max_length=MAX_SETTINGS, json_schema_extra={
         "x-kubernetes-validations": [OPERATOR_SPARK_CONF.validation()]})
     """Spark configuration (spark.* keys) for the job; the keys the operator sets are refused
@@ -679,6 +823,20 @@ class SparkSpec(SparkTrigger):
     """Each executor pod's resources."""
     ui: SparkUISpec = Field(default_factory=SparkUISpec)
     """Spark's web UI (off by default)."""
+
+    _interval = field_validator("trigger_interval")(check_duration)
+
+    @model_validator(mode="after")
+    def _trigger(self) -> "SparkSpec":
+        check_trigger(self)
+        return self
+
+    @property
+    def real_time(self) -> bool:
+        return self.trigger == "realTime"
+
+    def trigger_seconds(self) -> float:
+        return duration_seconds(self.trigger_interval)
 
 
 class PodTemplateMetadata(Strict):
@@ -740,7 +898,7 @@ def _unless_real_time(rule: str, message: str) -> tuple[str, str]:
     return f"!has(self.spark.trigger) || self.spark.trigger != 'realTime' || {rule}", message
 
 
-class ModelServingSpec(DeliverySetting):
+class ModelServingSpec(Strict):
     """The desired state of one serving job."""
 
     model_config = Strict.model_config | {"json_schema_extra": _rules(
@@ -755,12 +913,22 @@ class ModelServingSpec(DeliverySetting):
         _unless_exactly_once("!has(self.kafka.properties) || !self.kafka.properties.exists(k, k in ["
                              + ", ".join(f"'{k}'" for k in EXACTLY_ONCE_KAFKA_KEYS) + "])", EXACTLY_ONCE_KAFKA))}
 
+    delivery: Literal["atLeastOnce", "exactlyOnce"] = "atLeastOnce"
+    """atLeastOnce: after a failure (a killed driver or executor) the batch in flight is written
+    again, so a prediction or dead letter may appear twice. exactlyOnce: each task writes an input
+    partition's predictions and dead letters in a Kafka transaction that also commits the data
+    group's offset, so read_committed consumers see each exactly once through failures, retries,
+    upgrades and rescales (docs/delivery.md). Predictions become visible to them when their
+    batch's transaction commits: about a trigger interval after their record arrived, also with
+    trigger realTime (a transaction per partition and real-time batch). It takes no
+    spark.speculation, and leaves the producer's transactional.id, acks and enable.idempotence
+    and the consumer's isolation.level to the job."""
     data_type: str = Field(alias="dataType", pattern=_DATA_TYPE)
     """The routing key: records whose dataType field has this value are scored by this resource's
     model, and model messages for it apply."""
     kafka: KafkaSpec
     """The Kafka cluster and topics."""
-    input: InputConfig = Field(default_factory=InputConfig)
+    input: InputSpec = Field(default_factory=InputSpec)
     """How input records are decoded."""
     model: ModelSpec | None = None
     """The desired model. Changing it rolls the model; unset, the job serves what the models topic holds."""
