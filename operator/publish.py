@@ -131,19 +131,20 @@ def _parse(uri: str, field: str, rules: dict) -> tuple[Sample | None, str | None
     return Sample(records=records, **rules), None, sum(len(r) for r in records)
 
 
-async def prepare(spec: ModelServingSpec) -> None:
+async def prepare(spec: ModelServingSpec) -> str | None:
     """Parses spec.model's data: samples in a thread (into the cache `descriptor` reads): a
     reconcile awaits it before it plans, and its event loop then does no tenant-sized parsing.
-    A sample that does not parse is remembered, and `descriptor` raises for it as before."""
+    Returns why a sample does not parse (an invalid spec the CRD's schema cannot see), or None."""
     if spec.model is None:
-        return
+        return None
     for uri, field, rules in _samples_of(spec.model).values():
         if not uri.startswith("data:"):
             continue
         try:
             await asyncio.to_thread(_sample, uri, field, **rules)
-        except BadSampleURI:
-            continue  # remembered: descriptor() raises it where the plan is made
+        except BadSampleURI as e:
+            return str(e)  # remembered too: descriptor() raises it again for this content
+    return None
 
 
 def rollout_id(d: ModelDescriptor) -> str:

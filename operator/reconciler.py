@@ -190,7 +190,13 @@ async def _reconcile(ctx: Context, body: Body, previous: status.Status) -> statu
         _refused(ctx, body, previous, admitted)
         return status.compute(name, namespace, admitted, previous)  # its children are left as they are
     body, spec = admitted
-    await publish.prepare(spec)  # a tenant's samples parsed off the event loop, once per content
+    # A tenant's samples parsed off the event loop, once per content; one that does not parse
+    # makes the spec invalid.
+    bad_sample = await publish.prepare(spec)
+    if bad_sample is not None:
+        refusal = status.Refusal(body["metadata"].get("generation", 0), Reason.INVALID_SPEC, bad_sample)
+        _refused(ctx, body, previous, refusal)
+        return status.compute(name, namespace, refusal, previous)
     # All of this reconcile's Kafka calls together: an unreachable broker costs it this much at most.
     kafka = kafkabound.Deadline(ctx.config.kafka_timeout)
     seen, models, partitions, run = await _observe(ctx, body, spec, kafka)

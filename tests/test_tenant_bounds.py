@@ -208,7 +208,8 @@ async def test_the_operator_survives_an_object_nested_as_deep_as_the_api_server_
     10,000, and its managedFields mirror the nesting): kopf's watch decodes it with json.loads and
     copies it for its diff base, each past Python's default recursion limit, which stopped the
     watcher and the operator. The real operator process now reads it, refuses it as an invalid
-    spec, and goes on serving the namespace's other resource."""
+    spec, and goes on serving the namespace's other resource. So for a verification sample too
+    wide to read."""
     from harness.operator import MS, Operator, apply, condition, obj, operator_config, resource, until
     from scorestream.tools.local.broker import free_port
     from types import SimpleNamespace
@@ -228,16 +229,25 @@ async def test_the_operator_survives_an_object_nested_as_deep_as_the_api_server_
         await until(lambda: condition(api, "deep", "Degraded").get("reason") == "InvalidSpec", timeout=60,
                     what="the deep resource refused as an invalid spec")
         assert f"more than {s.MAX_FREE_FORM_DEPTH} levels" in condition(api, "deep", "Degraded")["message"]
+        # A verification sample the schema takes and the operator cannot read (found by
+        # tests/long/test_operator_fuzz.py: it was an exception retried forever).
+        wide = resource(names, nobody, name="wide")
+        wide["spec"]["model"]["verification"] = {"uri": _csv_uri(",".join(f"c{i}" for i in range(2000)) + "\n")}
+        await apply(api, wide)
+        await until(lambda: condition(api, "wide", "Degraded").get("reason") == "InvalidSpec", timeout=60,
+                    what="the wide sample refused as an invalid spec")
+        assert "more than 1024 fields" in condition(api, "wide", "Degraded")["message"]
         await apply(api, resource(names, nobody, name="wine"))
         await until(lambda: condition(api, "wine", "Degraded").get("reason") == "KafkaUnreachable", timeout=60,
                     what="the other resource reconciled after it")
-        assert op.running and "RecursionError" not in op.log, op.log[-4000:]
+        assert op.running and "RecursionError" not in op.log and " failed; retrying in " not in op.log, op.log[-4000:]
     except AssertionError:
         print(op.log[-6000:])
         raise
     finally:
         await op.stop()
         api.delete(MS, "deep")  # while this process can still read it back
+        api.delete(MS, "wide")
         sys.setrecursionlimit(limit)
 
 
