@@ -22,7 +22,7 @@ SCORER_JAR := $(JVM_MODULE)/target/.scorer-built
 # containerd 1.6, runc 1.1, the CNI plugins 1.1, buildah 1.28).
 NODE_PACKAGES := containerd runc containernetworking-plugins buildah debootstrap iptables conntrack
 
-.PHONY: setup setup-demo demo test test-quick bench bench-operator fuzz-operator clean images dist node-packages generate plugin
+.PHONY: setup setup-demo demo test test-quick bench bench-operator fuzz-operator soak clean images dist node-packages generate plugin
 
 # What the demo runs: the Python packages, the JVM scorer and the Kafka jars.
 setup-demo: $(DEMO_STAMP) $(SCORER_JAR)
@@ -109,6 +109,11 @@ bench-operator: setup
 # (FUZZ_SECONDS, FUZZ_SEED): the operator never exits and another tenant's resource stays Ready.
 fuzz-operator: setup
 	SCORESTREAM_LONG_CHECKS=1 PYTHONDONTWRITEBYTECODE= $(BIN)/pytest tests/long/test_operator_fuzz.py -s -p no:cacheprovider
+
+# The real job under a steady stream and a model swap every ten minutes for an hour (SOAK_SECONDS):
+# nothing lost or written twice, and memory, open files, checkpoint and lag do not grow.
+soak: setup
+	SCORESTREAM_LONG_CHECKS=1 PYTHONDONTWRITEBYTECODE= $(BIN)/pytest tests/long/test_soak.py -s -p no:cacheprovider
 
 node-packages:
 	@command -v buildah >/dev/null 2>&1 && command -v containerd >/dev/null 2>&1 && [ -x /usr/lib/cni/bridge ] || { \
