@@ -263,7 +263,26 @@ def duration_seconds(text: str) -> float:
     return value
 
 
-class SparkConfig(Strict):
+class TriggerRules(Strict):
+    """The trigger's rules and readings, for the spec's spark (scorestream.api) and the job's alike.
+    No fields: each declares its own (the spec's documented for users), so neither changes the other."""
+
+    _interval = field_validator("trigger_interval", check_fields=False)(check_duration)
+
+    @model_validator(mode="after")
+    def _trigger(self) -> "TriggerRules":
+        check_trigger(self)  # type: ignore[arg-type]  # the subclass has the fields
+        return self
+
+    @property
+    def real_time(self) -> bool:
+        return getattr(self, "trigger") == "realTime"
+
+    def trigger_seconds(self) -> float:
+        return duration_seconds(getattr(self, "trigger_interval"))
+
+
+class SparkConfig(TriggerRules):
     """The streaming query (the operator's mapping of spec.spark, docs in the spec)."""
 
     trigger: Literal["processingTime", "realTime"] = "processingTime"
@@ -271,20 +290,6 @@ class SparkConfig(Strict):
     warm_up_batches: int = Field(WARM_UP_BATCHES, alias="warmUpBatches", ge=0, le=10_000)
     conf: dict[str, str] = Field(default_factory=dict)
     master: str = "local[2]"
-
-    _interval = field_validator("trigger_interval")(check_duration)
-
-    @model_validator(mode="after")
-    def _trigger(self) -> "SparkConfig":
-        check_trigger(self)
-        return self
-
-    @property
-    def real_time(self) -> bool:
-        return self.trigger == "realTime"
-
-    def trigger_seconds(self) -> float:
-        return duration_seconds(self.trigger_interval)
 
 
 # Never model sources, whatever the configuration says: devices, kernel and process state.

@@ -29,11 +29,10 @@ from scorestream.config import (
     UNADDRESSED_MESSAGE,
     WARM_UP_BATCHES,
     Strict,
+    TriggerRules,
     check_delivery,
-    check_duration,
     check_real_time_offsets,
     check_topics,
-    check_trigger,
     duration_seconds,
 )
 from scorestream.naming import GROUP, MODELS_TOPIC_PREFIX
@@ -774,7 +773,7 @@ class SparkUISpec(Strict):
     the API server)."""
 
 
-class SparkSpec(Strict):
+class SparkSpec(TriggerRules):
     """The Spark job: how its query runs, its image, resources and configuration."""
 
     trigger: Literal["processingTime", "realTime"] = "processingTime"
@@ -823,20 +822,6 @@ class SparkSpec(Strict):
     """Each executor pod's resources."""
     ui: SparkUISpec = Field(default_factory=SparkUISpec)
     """Spark's web UI (off by default)."""
-
-    _interval = field_validator("trigger_interval")(check_duration)
-
-    @model_validator(mode="after")
-    def _trigger(self) -> "SparkSpec":
-        check_trigger(self)
-        return self
-
-    @property
-    def real_time(self) -> bool:
-        return self.trigger == "realTime"
-
-    def trigger_seconds(self) -> float:
-        return duration_seconds(self.trigger_interval)
 
 
 class PodTemplateMetadata(Strict):
