@@ -34,6 +34,17 @@ def no_answer(kafka: KafkaSpec, timeout: float) -> str:
     return f"Kafka at {kafka.bootstrap_servers} did not answer within {timeout:g} s"
 
 
+class SettingsRefused(ValueError):
+    """librdkafka refused a client setting (from spec.kafka.properties or its Secret)."""
+
+
+def _admin(settings: dict[str, str], timeout: float) -> AdminClient:
+    try:
+        return AdminClient(client_config({**settings, **client_timeouts(timeout), **client_caps()}))
+    except KafkaException as e:  # names the property, never its value
+        raise SettingsRefused(f"the Kafka client refused its settings: {e.args[0].str()}") from None
+
+
 def ensure_topics(kafka: KafkaSpec, client_properties: dict[str, str], replication: int = -1,
                   timeout: float = 10.0, models: Route | None = None) -> TopicsReport:
     """Blocking (confluent-kafka admin): run it in a thread. Every call of it together takes at
@@ -44,16 +55,22 @@ def ensure_topics(kafka: KafkaSpec, client_properties: dict[str, str], replicati
     if models is None and kafka.models_topic:
         models = Route(kafka.models_topic, kafka.bootstrap_servers, client_properties, by_operator=False)
     deadline = Deadline(timeout)
-    admin = AdminClient(client_config({**client_properties, "bootstrap.servers": kafka.bootstrap_servers,
-                                       **client_timeouts(timeout), **client_caps()}))
+    try:
+        admin = _admin({**client_properties, "bootstrap.servers": kafka.bootstrap_servers}, timeout)
+    except SettingsRefused as e:
+        return TopicsReport(error=str(e))
     try:
         report = _ensure(admin, kafka, replication, deadline,
                          None if models is None or models.by_operator else models)
     finally:
         admin.poll(0)  # hands librdkafka's queued log messages to Python logging (kafkalog)
     if models is not None and models.by_operator and report.error is None:
-        own = AdminClient(client_config({**models.properties, "bootstrap.servers": models.bootstrap_servers,
-                                         **client_timeouts(max(deadline.left(), 0.1)), **client_caps()}))
+        try:
+            own = _admin({**models.properties, "bootstrap.servers": models.bootstrap_servers},
+                         max(deadline.left(), 0.1))
+        except SettingsRefused as e:
+            report.error = f"the operator's models topic settings: {e}"
+            return report
         try:
             theirs = _ensure_models(own, kafka, models.topic, replication, deadline)
         finally:
@@ -67,8 +84,10 @@ def check_data_topic(kafka: KafkaSpec, client_properties: dict[str, str], timeou
     """Only whether the data topic exists, and its partitions: where the other topics are made by
     someone else (Strimzi's Topic Operator, spec.kafka.strimziTopics). Blocking: run it in a thread."""
     deadline = Deadline(timeout)
-    admin = AdminClient(client_config({**client_properties, "bootstrap.servers": kafka.bootstrap_servers,
-                                       **client_timeouts(timeout), **client_caps()}))
+    try:
+        admin = _admin({**client_properties, "bootstrap.servers": kafka.bootstrap_servers}, timeout)
+    except SettingsRefused as e:
+        return TopicsReport(error=str(e))
     try:
         existing = _existing(admin, kafka, deadline, [kafka.data_topic])
     finally:

@@ -46,3 +46,18 @@ async def test_a_call_that_ignores_its_timeout_is_given_up_and_the_loop_keeps_ru
 def test_client_timeouts_stay_within_librdkafka_s_ranges():
     assert kafkabound.client_timeouts(3) == {"socket.timeout.ms": 3000, "socket.connection.setup.timeout.ms": 3000}
     assert kafkabound.client_timeouts(0.001) == {"socket.timeout.ms": 10, "socket.connection.setup.timeout.ms": 1000}
+
+
+@pytest.mark.parametrize("check", ["ensure_topics", "check_data_topic"])
+def test_a_client_setting_librdkafka_refuses_is_a_report_not_an_exception(check):
+    # A tenant's kafka.properties (or its Secret) with a value librdkafka refuses: the resource is
+    # told so (Degraded), not reconciled into an exception and retried for ever (the operator fuzz
+    # found it). The message names the property, never its value.
+    from scorestream.api.v1alpha1 import modelserving as s
+    from scorestream.operator import topics
+
+    kafka = s.KafkaSpec.model_validate({"bootstrapServers": "127.0.0.1:1", "dataTopic": "d", "outputTopic": "o",
+                                        "deadLetterTopic": "x"})
+    report = getattr(topics, check)(kafka, {"fetch.max.bytes": "s3cret-ish"}, timeout=1)
+    assert report.error == 'the Kafka client refused its settings: Invalid value for configuration property "fetch.max.bytes"'
+    assert "s3cret" not in report.error
