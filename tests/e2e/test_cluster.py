@@ -5,10 +5,10 @@ tests' control plane; the images are imported as a user loads them into a cluste
 registry. Then what a user does: `helm install` of the chart with the operator image (the operator
 runs as a pod under its ServiceAccount), `kubectl apply` of a ModelServing naming a runtime image,
 Spark's driver and executors as containers, records scored onto the output topic from a broker the
-pods reach, `kubectl scale`, a canary promoted, the driver's pod deleted mid-stream with nothing
-lost, `kubectl logs`, the API server stopped for two minutes under the stream, `helm upgrade`, and
-`helm uninstall` leaving nothing running. The time of
-each step, the node's memory and the host's state before and after are printed.
+pods reach, `kubectl scale`, a canary promoted by the operator pod that replaced a killed one,
+the driver's pod deleted mid-stream with nothing lost, `kubectl logs`, the API server stopped for
+two minutes under the stream, `helm upgrade`, and `helm uninstall` leaving nothing running. The
+time of each step, the node's memory and the host's state before and after are printed.
 
 Skips, saying why, where the machine cannot run a node (not root, no containerd, no overlayfs).
 """
@@ -16,6 +16,7 @@ Skips, saying why, where the machine cannot run a node (not root, no containerd,
 from __future__ import annotations
 
 import base64
+import collections
 import json
 import subprocess
 import threading
@@ -32,6 +33,7 @@ import images
 from harness import node as real_node
 from harness.cluster import ControlPlane
 from scorestream import naming
+from scorestream.operator.publish import ROLLOUT_HEADER
 from scorestream.tools.demo import feed, models
 from scorestream.tools.local.broker import EmbeddedBroker, create_topics
 from scorestream.tools.local.process import read_topic
@@ -323,16 +325,32 @@ def test_a_pmml_modelserving_on_a_real_node_from_helm_install_to_uninstall(clust
             c.kubectl("scale", "-n", NS, "modelserving/wine", "--replicas=1")
             c.until(lambda: len(c.running(NS, executors)) == 1, 300, "one executor pod running again")
 
-        with c.step("canary rollout promoted"), Producer(c.broker.bootstrap, topics["dataTopic"], "canary", rate=200):
+        with c.step("canary rollout, the operator killed mid-analysis, promoted"), \
+                Producer(c.broker.bootstrap, topics["dataTopic"], "canary", rate=200):
             linear = data_uri(models.linear_pmml(rows), "application/xml")
             c.kubectl("patch", "-n", NS, "modelserving/wine", "--type=merge", "-p", json.dumps({"spec": {
                 "model": {"name": "wine-linear", "version": "2", "format": "pmml", "uri": linear},
                 "rollout": {"strategy": "Canary", "canary": {"percent": 50, "minRecords": 200, "promoteAfter": "20s",
                                                               "maxErrorRate": 0.01, "maxLatencyRatio": 100}}}}))
-            c.until(lambda: (json.loads(c.kubectl("get", "-n", NS, "modelserving/wine", "-o", "json"))["status"]
-                             .get("model", {}).get("rollout") or {}).get("phase") == "Promoted", 600, "the canary promoted")
-            status = json.loads(c.kubectl("get", "-n", NS, "modelserving/wine", "-o", "json"))["status"]
-            assert status["model"]["current"]["version"] == "2", status["model"]
+
+            def model_status() -> dict:
+                return json.loads(c.kubectl("get", "-n", NS, "modelserving/wine", "-o", "json"))["status"].get("model", {})
+
+            c.until(lambda: (model_status().get("rollout") or {}).get("phase") == "Analyzing", 300, "the canary analyzed")
+            published = model_status()["published"]
+            # The operator's pod killed (no grace) while the canary is on trial: the next one, once it
+            # holds the Lease, takes the analysis up from the job and status, and publishes nothing again.
+            (operator_pod,) = c.pods(SYSTEM, f"app.kubernetes.io/instance={RELEASE}")
+            c.kubectl("delete", "pod", "-n", SYSTEM, operator_pod["metadata"]["name"], "--grace-period=0", "--force")
+            c.until(lambda: (model_status().get("rollout") or {}).get("phase") == "Promoted", 600, "the canary promoted")
+            status = model_status()
+            assert status["current"]["version"] == "2", status
+            # The candidate's message once, and the promotion's (the model as the serving one) once.
+            sent = collections.Counter(dict(m.headers() or []).get(ROLLOUT_HEADER, b"").decode()
+                                       for m in read_topic(c.broker.bootstrap, naming.namespace_models_topic(NS), idle=2.0))
+            assert sent[published] == 1 and sent[status["published"]] == 1, (published, status["published"], sent)
+            (successor,) = c.pods(SYSTEM, f"app.kubernetes.io/instance={RELEASE}")
+            assert successor["metadata"]["uid"] != operator_pod["metadata"]["uid"]
 
         with c.step("driver pod deleted mid-stream -> Ready again"):
             with Producer(c.broker.bootstrap, topics["dataTopic"], "restart", rate=100) as producer:
