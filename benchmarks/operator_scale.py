@@ -48,6 +48,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from scorestream.tools.local.broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
 
+from harness import orphans  # noqa: E402
 from harness.cluster import ControlPlane, kwok_node, node_ready  # noqa: E402
 from harness.operator import EXAMPLE, MS, Api, Installation, tool  # noqa: E402
 
@@ -580,6 +581,11 @@ def report(results: list[Result], n: int) -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
+    # What a run killed midway left (its control plane, broker, operators, jobs) is stopped, and
+    # what this one starts is marked so that the next run, or the next test session, can do the same.
+    for killed in orphans.sweep():
+        print(f"stopped what a killed run left: {killed}", flush=True)
+    orphans.mark_this_process()
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores "
           f"(a shared machine: other work may run beside this)", flush=True)
     work = Path(tempfile.mkdtemp(prefix="operator-scale-"))
