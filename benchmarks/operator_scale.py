@@ -388,6 +388,7 @@ async def run_tree(label: str, tree: Path, args: argparse.Namespace, namespaces:
     want = len(names)
     doubles = op = None
     with ControlPlane() as kube, EmbeddedBroker(log=work / "kafka.log") as broker:
+        orphans.mark_folder(broker.data_dir)
         try:
             tool("helm", kube, "install", "scorestream", str(tree / "charts" / "scorestream"), "-n",
                  "scorestream-system", "--create-namespace", "--wait", "--timeout", "5m",
@@ -583,8 +584,8 @@ def report(results: list[Result], n: int) -> None:
 async def main(args: argparse.Namespace) -> None:
     # What a run killed midway left (its control plane, broker, operators, jobs) is stopped, and
     # what this one starts is marked so that the next run, or the next test session, can do the same.
-    for killed in orphans.sweep():
-        print(f"stopped what a killed run left: {killed}", flush=True)
+    for killed in [*orphans.sweep(), *orphans.sweep_folders()]:
+        print(f"stopped or removed what a killed run left: {killed}", flush=True)
     orphans.mark_this_process()
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores "
           f"(a shared machine: other work may run beside this)", flush=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness import node as real_node
+from harness import orphans
 
 pytestmark = [pytest.mark.node, pytest.mark.skipif(bool(real_node.missing()), reason=real_node.missing() or "")]
 
@@ -24,12 +25,6 @@ def ip(*args: str) -> None:
 
 def host_addresses() -> str:
     return subprocess.run(["ip", "-o", "-4", "addr"], check=True, capture_output=True, text=True).stdout
-
-
-def dead_pid() -> int:
-    p = subprocess.Popen(["true"])
-    p.wait()
-    return p.pid
 
 
 def test_a_node_left_by_a_killed_run_is_removed_and_its_address_reused():
@@ -43,7 +38,7 @@ def test_a_node_left_by_a_killed_run_is_removed_and_its_address_reused():
         ip("link", "add", host_link, "type", "veth", "peer", "name", node_link)
         ip("link", "set", node_link, "netns", netns)
         ip("addr", "add", "198.19.0.1/30", "dev", host_link)
-        (left_dir / real_node.OWNER_FILE).write_text(str(dead_pid()))
+        (left_dir / orphans.OWNER_FILE).write_text(str(orphans.no_such_pid()))
 
         node = real_node.Node.network()
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from pathlib import Path
 
 from harness import orphans
 
@@ -17,15 +16,8 @@ def _started_by(owner: int) -> subprocess.Popen:
                             start_new_session=True)
 
 
-def _no_process() -> int:
-    """A pid no process has or can get: the owner of an orphan. (The pid of an ended process
-    could be reused at once: a loaded machine's JVMs start threads by the thousand, and each takes
-    a pid from the same space.)"""
-    return int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
-
-
 def test_a_killed_runs_processes_are_stopped_and_a_live_runs_are_not():
-    orphan, ours = _started_by(_no_process()), _started_by(os.getpid())
+    orphan, ours = _started_by(orphans.no_such_pid()), _started_by(os.getpid())
     try:
         killed = orphans.sweep()
         assert any(k.startswith(f"{orphan.pid} sleep 600") for k in killed), killed
@@ -37,3 +29,13 @@ def test_a_killed_runs_processes_are_stopped_and_a_live_runs_are_not():
         for p in (orphan, ours):
             p.kill()
             p.wait()
+
+
+def test_a_killed_runs_folders_are_removed_and_a_live_runs_and_unmarked_ones_are_not(tmp_path):
+    gone, ours, unmarked = (tmp_path / f"scorestream-kube-{n}" for n in ("gone", "ours", "unmarked"))
+    for folder in (gone, ours, unmarked):
+        folder.mkdir()
+    (gone / orphans.OWNER_FILE).write_text(str(orphans.no_such_pid()))
+    orphans.mark_folder(ours)
+    assert orphans.sweep_folders(tmp_path) == [str(gone)]
+    assert not gone.exists() and ours.exists() and unmarked.exists()

@@ -188,6 +188,9 @@ class ControlPlane:
     def start(self, timeout: float = 120) -> "ControlPlane":
         self.bins = self.bins or build(("kube", "etcd", "kwok"))
         self.dir = Path(tempfile.mkdtemp(prefix="scorestream-kube-"))
+        from harness import orphans  # here: `make setup` runs this file as a script, to build
+
+        orphans.mark_folder(self.dir)  # a killed run's goes at the next session's start
         try:
             self._start(timeout)
         except BaseException:
@@ -448,6 +451,7 @@ def node_ready(node: dict | None) -> bool:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the harness package, for start()
     started = time.monotonic()
     where = build(verbose="-v" in sys.argv)
     print(f"control plane and node {KUBE_VERSION}: {len(where)} binaries in {CACHE} ({time.monotonic() - started:.0f} s)")

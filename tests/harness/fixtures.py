@@ -108,6 +108,8 @@ def orphans_of_killed_runs_stopped():
     orphans.mark_this_process()
     for killed in orphans.sweep():
         print(f"stopped an orphan of a killed test run: {killed}")
+    for folder in orphans.sweep_folders():
+        print(f"removed a killed test run's folder: {folder}")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -192,8 +194,11 @@ def installed(kube, tmp_path_factory):
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory):
     """One single-node Apache Kafka broker for the session; its log is broker*/kafka.log."""
+    from harness import orphans
+
     log = tmp_path_factory.mktemp("broker") / "kafka.log"
     with EmbeddedBroker(log=log) as b:
+        orphans.mark_folder(b.data_dir)  # a killed run's goes at the next session's start
         yield b
 
 

@@ -28,6 +28,8 @@ from pathlib import Path
 from scorestream.tools.local.broker import JVM_OPTS, SERVER_SETTINGS, _tail, cluster_id, free_port, java, kafka_classpath, \
     kafka_tool, log4j2_properties
 
+from harness import orphans
+
 HERE = Path(__file__).resolve().parent
 BROKERS = 3
 TXN_LOG_PARTITIONS = 4
@@ -97,6 +99,7 @@ class KraftCluster:
     def start_all(self, timeout: float = 120.0) -> "KraftCluster":
         self._classpath = kafka_classpath()
         self.root = Path(tempfile.mkdtemp(prefix="scorestream-kraft-"))
+        orphans.mark_folder(self.root)  # a killed run's goes at the next session's start
         self.logdir.mkdir(parents=True, exist_ok=True)
         try:
             cid = cluster_id()

@@ -226,7 +226,7 @@ class Node:
         node.absent_run_dirs = own_hosts.absent_run_dirs()
         node.host_address, node.node_address = free_link_pair()
         node.dir = Path(tempfile.mkdtemp(prefix=f"ss-node-{node.tag}-", dir="/tmp"))
-        (node.dir / OWNER_FILE).write_text(str(os.getpid()))
+        orphans.mark_folder(node.dir)
         try:
             host_link, node_link = host_link_of(node.tag), node_link_of(node.tag)
             _run("ip", "netns", "add", node.netns)
@@ -469,7 +469,6 @@ class Node:
 
 
 # ----------------------------------------------------------------------------- links, and what killed runs leave
-OWNER_FILE = "owner.pid"  # the pid of the test process that made the node
 
 
 def netns_of(tag: str) -> str:
@@ -521,7 +520,7 @@ def sweep_stale() -> list[str]:
             continue
         tag = name.removeprefix(netns_of(""))
         dirs = list(Path("/tmp").glob(f"ss-node-{tag}-*"))
-        if any(_owner_alive(d) for d in dirs):
+        if any(orphans.folder_owner_alive(d) for d in dirs):
             continue
         # The owner killed, its node's processes live on in the namespace (containerd, the
         # kubelet, the shims and their containers): killed with it.
@@ -544,11 +543,6 @@ def sweep_stale() -> list[str]:
     return removed
 
 
-def _owner_alive(node_dir: Path) -> bool:
-    try:
-        return orphans.alive(int((node_dir / OWNER_FILE).read_text()))
-    except (OSError, ValueError):
-        return False
 
 
 def _tree_rss(pid: int, children: bool = True) -> int:

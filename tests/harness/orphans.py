@@ -10,10 +10,16 @@ processes carry a live pid and are left alone; a reused pid only leaves an orpha
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import tempfile
 from pathlib import Path
 
 OWNER_ENV = "SCORESTREAM_TEST_OWNER"
+# In a folder a test process made (a control plane's, a broker's, a node's): that process's pid.
+OWNER_FILE = "owner.pid"
+# The folders under the temporary directory that carry it, and go with a killed run.
+SWEPT_FOLDERS = ("scorestream-kube-", "scorestream-kafka-", "scorestream-kraft-")
 
 
 def mark_this_process() -> None:
@@ -46,6 +52,13 @@ def alive(pid: int) -> bool:
     return True
 
 
+def no_such_pid() -> int:
+    """A pid no process has or can get: a gone owner, for the tests of the sweeps. (An ended
+    process's pid may be reused at once: a loaded machine's JVMs start threads by the thousand,
+    and each takes a pid from the same space.)"""
+    return int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+
+
 def sweep() -> list[str]:
     """Kill every process whose test process is gone; return what was killed (pid and command)."""
     killed = []
@@ -63,3 +76,26 @@ def sweep() -> list[str]:
             continue
         killed.append(f"{pid} {command[:120]}")
     return killed
+
+
+def mark_folder(folder: Path) -> None:
+    """`folder` belongs to this test process: the next session removes it once the process is gone."""
+    (folder / OWNER_FILE).write_text(os.environ.get(OWNER_ENV) or str(os.getpid()))
+
+
+def folder_owner_alive(folder: Path) -> bool:
+    try:
+        return alive(int((folder / OWNER_FILE).read_text()))
+    except (OSError, ValueError):
+        return False
+
+
+def sweep_folders(root: Path | None = None) -> list[str]:
+    """Remove the marked folders whose test process is gone (call it after `sweep`, which stops
+    the processes that used them). Unmarked folders are not this harness's to judge."""
+    removed = []
+    for folder in (root or Path(tempfile.gettempdir())).iterdir():
+        if folder.name.startswith(SWEPT_FOLDERS) and (folder / OWNER_FILE).exists() and not folder_owner_alive(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(str(folder))
+    return removed
