@@ -245,3 +245,31 @@ async def test_a_reconcile_past_its_budget_is_given_up_and_the_worker_takes_the_
     await asyncio.sleep(0.4)
     await ctl.stop()
     assert done == [Key("ml", "b")] and warned == [("a", "ReconcileTimedOut")]
+
+
+async def test_events_are_posted_side_by_side_and_a_flood_is_logged_once(caplog):
+    from scorestream.operator import events
+
+    class SlowKube:
+        def __init__(self):
+            self.in_flight = self.most = self.posted = 0
+
+        async def request(self, method, url, body=None):
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+            await asyncio.sleep(0.01)
+            self.in_flight -= 1
+            self.posted += 1
+            return 201, {}
+
+    kube = SlowKube()
+    recorder = events.Recorder(kube, max_queued=100)
+    body = {"apiVersion": "scorestream.dev/v1alpha1", "kind": "ModelServing",
+            "metadata": {"name": "a", "namespace": "ml", "uid": "u"}}
+    with caplog.at_level("WARNING"):
+        for i in range(300):  # far more than the queue holds, before any is posted
+            recorder.info(body, "Tested", str(i))
+    await recorder.close(timeout=10)
+    assert kube.most == events.POSTERS
+    assert recorder.dropped == 200 and kube.posted == 100
+    assert len([r for r in caplog.records if "Events waiting" in r.getMessage()]) == 1
