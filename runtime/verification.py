@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -556,23 +557,25 @@ def cli(args: argparse.Namespace) -> int:
         report = VerificationReport(model=str(path), format="tensorflow", seconds=0.0, timeoutSeconds=args.timeout)
     else:
         inputs = args.inputs.split(",") if args.inputs else _numeric_fields(sample.records[0], args.expected_field)
-        model_of = _tensorflow_model(path, args)
-        started = time.monotonic()
-        try:
-            # Loaded and checked before the clock starts, as a job's worker has it loaded: the
-            # bound is the verification's, not TensorFlow's import. A model that does not load or
-            # cannot be fed these inputs fails once, as such, not once per record.
-            from scorestream.runtime import tf_model
+        # The model's archive, as the job would ship it: gone with the command.
+        with tempfile.TemporaryDirectory(prefix="scorestream-verify-") as scratch:
+            model_of = _tensorflow_model(path, args, Path(scratch))
+            started = time.monotonic()
+            try:
+                # Loaded and checked before the clock starts, as a job's worker has it loaded: the
+                # bound is the verification's, not TensorFlow's import. A model that does not load or
+                # cannot be fed these inputs fails once, as such, not once per record.
+                from scorestream.runtime import tf_model
 
-            reason = tf_model.check(model_of("verification"), len(inputs))
-        except Exception as e:  # whatever TensorFlow raised: the model is bad
-            shown = _first_line(e)  # the type alone where the text may quote the model
-            reason = f"tensorflow model does not load: {shown if shown == type(e).__name__ else f'{type(e).__name__}: {shown}'}"
-        if reason is not None:
-            report = _failed(str(path), "tensorflow", reason, started, args.timeout)
-        else:
-            report = verify_tensorflow(local_filler(model_of), process_runner(), label=str(path),
-                                       inputs=inputs, sample=sample, timeout=args.timeout)
+                reason = tf_model.check(model_of("verification"), len(inputs))
+            except Exception as e:  # whatever TensorFlow raised: the model is bad
+                shown = _first_line(e)  # the type alone where the text may quote the model
+                reason = f"tensorflow model does not load: {shown if shown == type(e).__name__ else f'{type(e).__name__}: {shown}'}"
+            if reason is not None:
+                report = _failed(str(path), "tensorflow", reason, started, args.timeout)
+            else:
+                report = verify_tensorflow(local_filler(model_of), process_runner(), label=str(path),
+                                           inputs=inputs, sample=sample, timeout=args.timeout)
     if args.json:
         print(report.model_dump_json(indent=2))
     else:
@@ -585,11 +588,9 @@ def _numeric_fields(record: dict[str, Any], expected: str | None) -> list[str]:
     return [k for k, v in record.items() if k != expected and _number(v) is not None and not isinstance(v, str)]
 
 
-def _tensorflow_model(path: Path, args: argparse.Namespace) -> Callable[[str], Any]:
+def _tensorflow_model(path: Path, args: argparse.Namespace, scratch: Path) -> Callable[[str], Any]:
     """``model_of`` for a SavedModel folder or archive, or a frozen graph: loaded as a Python
-    worker loads it (from the archive the job would ship)."""
-    import tempfile
-
+    worker loads it (from the archive the job would ship, made in `scratch`)."""
     from scorestream.api.descriptor import TensorFlowGraph
     from scorestream.runtime import tf_model
 
@@ -597,10 +598,10 @@ def _tensorflow_model(path: Path, args: argparse.Namespace) -> Callable[[str], A
     # A GraphDef's own file; saved_model.pb is a SavedModel's, not a graph.
     if (path.is_file() and path.suffix == ".pb" and path.name != "saved_model.pb") or args.graph_input or args.graph_output:
         names = TensorFlowGraph(input=args.graph_input, output=args.graph_output)
-        archive = Path(tempfile.mkdtemp(prefix="scorestream-verify-")) / "model.graph.zip"
+        archive = scratch / "model.graph.zip"
         tf_model.graph_archive(path.read_bytes(), names, archive)
     elif path.is_dir():
-        archive = Path(tempfile.mkdtemp(prefix="scorestream-verify-")) / "model.zip"
+        archive = scratch / "model.zip"
         tf_model.archive(path, archive)
     return lambda _route: tf_model.cached(str(archive))
 

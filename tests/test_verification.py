@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import statistics
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -189,9 +190,13 @@ def test_cli_without_anything_to_verify_says_so(tmp_path, capsys):
 
 
 @pytest.mark.jvm
-def test_cli_on_the_reports_and_the_demos_models(tmp_path, capsys, wine_fixtures, verified_linear):
+def test_cli_on_the_reports_and_the_demos_models(tmp_path, capsys, monkeypatch, wine_fixtures, verified_linear):
     """Every model file of the report and of the demo, on all 1,599 wine rows: each yields a prediction
-    for every record (and the verified linear matches its own records)."""
+    for every record (and the verified linear matches its own records). What the command made in
+    the temporary directory (a SavedModel folder's archive) goes with it."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     sample = tmp_path / "wine.jsonl"
     sample.write_text("".join(json.dumps(r) + "\n" for r in wine_sample(feed.wine_rows())))
     demo = {"tree.pmml": models.tree_pmml(), "linear.pmml": models.linear_pmml(), "verified-linear.pmml": verified_linear,
@@ -206,6 +211,7 @@ def test_cli_on_the_reports_and_the_demos_models(tmp_path, capsys, wine_fixtures
         if code != 0:
             failed[f.name] = out
     assert not failed, failed
+    assert list(scratch.glob("scorestream-*")) == []  # (TensorFlow leaves files of its own there)
 
 
 # -- descriptors ---------------------------------------------------------------------------------
