@@ -186,17 +186,16 @@ async def _reconcile(ctx: Context, body: Body, previous: status.Status) -> statu
     meta = body["metadata"]
     name, namespace = meta["name"], meta["namespace"]
     admitted = _admit(ctx, body, previous)
+    if not isinstance(admitted, status.Refusal):
+        # A tenant's samples parsed off the event loop, once per content; one that does not parse
+        # makes the spec invalid.
+        bad_sample = await publish.prepare(admitted[1])
+        if bad_sample is not None:
+            admitted = status.Refusal(meta.get("generation", 0), Reason.INVALID_SPEC, bad_sample)
     if isinstance(admitted, status.Refusal):
         _refused(ctx, body, previous, admitted)
         return status.compute(name, namespace, admitted, previous)  # its children are left as they are
     body, spec = admitted
-    # A tenant's samples parsed off the event loop, once per content; one that does not parse
-    # makes the spec invalid.
-    bad_sample = await publish.prepare(spec)
-    if bad_sample is not None:
-        refusal = status.Refusal(body["metadata"].get("generation", 0), Reason.INVALID_SPEC, bad_sample)
-        _refused(ctx, body, previous, refusal)
-        return status.compute(name, namespace, refusal, previous)
     # All of this reconcile's Kafka calls together: an unreachable broker costs it this much at most.
     kafka = kafkabound.Deadline(ctx.config.kafka_timeout)
     seen, models, partitions, run = await _observe(ctx, body, spec, kafka)
