@@ -3,8 +3,9 @@
 A reconcile asks for an Event and goes on: a few tasks post them, so a slow or failing API server
 delays no reconcile, and the queue is bounded (the oldest is dropped, and said so in the log), so
 a flood of transitions cannot fill the operator's memory. Each Event carries the time it was asked
-for, which `kubectl describe` orders by: posting them side by side loses no order a reader sees. kopf posts its Events from the
-handlers' own context, which the operator's workers do not run in; this is the same POST.
+for, which `kubectl describe` orders by: posting them side by side loses no order a reader sees.
+kopf posts its Events from the handlers' own context, which the operator's workers do not run in;
+this is the same POST.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class Recorder:
         self._more = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
         self.posters = posters
+        self._posting = 0  # POSTs in flight: close() waits for them too
         self.dropped = 0
         self._dropped_logged, self._dropped_at = 0, float("-inf")
 
@@ -74,6 +76,7 @@ class Recorder:
         while True:
             while self._queue:
                 ev = self._queue.popleft()
+                self._posting += 1
                 try:
                     status, data = await self.kube.request("POST", path("v1", "Event", ev["metadata"]["namespace"]), ev)
                     if status >= 300:
@@ -81,6 +84,8 @@ class Recorder:
                 except Exception as e:  # an Event is a courtesy: the status says the same
                     LOG.warning("could not post the Event %s about %s/%s: %s", ev["reason"],
                                 ev["metadata"]["namespace"], ev["involvedObject"]["name"], e)
+                finally:
+                    self._posting -= 1
             self._more.clear()
             await self._more.wait()
 
@@ -89,7 +94,7 @@ class Recorder:
         if not self._tasks:
             return
         deadline = asyncio.get_running_loop().time() + timeout
-        while self._queue and asyncio.get_running_loop().time() < deadline:
+        while (self._queue or self._posting) and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.05)
         for task in self._tasks:
             task.cancel()
