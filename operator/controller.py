@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from scorestream import naming
-from scorestream.operator import reconciler
+from scorestream.operator import observer, reconciler
 from scorestream.operator.cache import Key, owner_key
 from scorestream.operator.kube import KubeError, path
 from scorestream.operator.workqueue import ShutDown, WorkQueue
@@ -44,6 +44,24 @@ def pod_key(pod: Body) -> Key | None:
     return Key(meta.get("namespace", ""), name) if name else None
 
 
+def driver_changed(held: Body | None, new: Body) -> bool:
+    """Whether a driver pod's event changes what a reconcile reads of it (observer.driver_state):
+    the kubelet's and the scheduler's other writes (conditions, IPs, start times) do not."""
+    return held is None or observer.driver_state(held) != observer.driver_state(new)
+
+
+def _content(body: Body) -> Body:
+    meta = {k: v for k, v in body.get("metadata", {}).items() if k not in ("resourceVersion", "managedFields")}
+    return {**{k: v for k, v in body.items() if k != "status"}, "metadata": meta}
+
+
+def child_changed(held: Body | None, new: Body) -> bool:
+    """Whether a child's event changes more than its status: a reconcile compares what it renders
+    with a child's content, never with the status its controller writes (a StatefulSet's replica
+    counts, say)."""
+    return held is None or _content(held) != _content(new)
+
+
 class Controller:
     def __init__(self, ctx: reconciler.Context, workers: int, debounce: float = reconciler.DEBOUNCE) -> None:
         self.ctx = ctx
@@ -65,13 +83,20 @@ class Controller:
             self.queue.add_after(key, self.debounce)
 
     def child_event(self, type_: str | None, body: Body) -> None:
-        """A watch event of a child or a driver pod: its resource is looked at (a deleted or edited
-        child repaired, a crash-looping driver reported)."""
-        key = pod_key(body) if body.get("kind") == "Pod" else owner_key(body)
+        """A watch event of a child or a driver pod: its resource is looked at where the change is
+        one a reconcile reads (a deleted or edited child repaired, a crash-looping driver
+        reported), not for every status a controller or the kubelet writes on the way."""
+        pod = body.get("kind") == "Pod"
+        key = pod_key(body) if pod else owner_key(body)
+        meta = body.get("metadata", {})
+        held = self.ctx.cache.get(body.get("apiVersion", ""), body.get("kind", ""), meta.get("namespace", ""),
+                                  meta.get("name", ""))
         if type_ == "DELETED":
             self.ctx.cache.delete(body)
         elif not self.ctx.cache.put(body):
             return  # the operator's own write, stored already
+        elif not (driver_changed(held, body) if pod else child_changed(held, body)):
+            return
         if key is not None:
             self.queue.add_after(key, self.debounce)
 

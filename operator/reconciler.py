@@ -90,12 +90,19 @@ def next_look(config: OperatorConfig, spec: Body, new: status.Status) -> float:
     """Seconds until the resource is looked at again with nothing having changed: the job's poll
     (HTTP to the driver, not the API server). While a rollout waits for the job's confirmation,
     it is looked at more often, so the time to ModelReady is bounded by this poll; a shadow, which
-    may run for days, at the observer's pace."""
-    ready = conditions.find(new.conditions, "ModelReady")
-    reason = ready.reason if ready is not None else None
+    may run for days, at the observer's pace. Not while the driver is on its way: only a running
+    driver can confirm, and its pod's events wake the resource when it is up."""
+    model_ready, ready = conditions.find(new.conditions, "ModelReady"), conditions.find(new.conditions, "Ready")
+    if ready is not None and ready.reason in DRIVER_ON_ITS_WAY:
+        return config.observe_interval
+    reason = model_ready.reason if model_ready is not None else None
     if reason in (Reason.ROLLING_OUT, Reason.CANARY_ANALYSIS) or (reason == Reason.NO_MODEL and spec.get("model")):
         return config.rollout_poll
     return config.observe_interval
+
+
+# Ready's reasons while the driver pod is missing or not ready yet (status._job_health).
+DRIVER_ON_ITS_WAY = frozenset({Reason.DRIVER_CREATING, Reason.DRIVER_STARTING})
 
 
 # Events are taken together for this long after the first: a burst of edits (a Helm upgrade, an

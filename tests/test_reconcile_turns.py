@@ -153,6 +153,34 @@ async def test_a_childs_event_queues_its_owner_and_the_operators_own_write_queue
     assert {await ctl.queue.get(), await ctl.queue.get()} == {Key("ml", "a"), Key("ml", "b")}
 
 
+async def test_only_what_a_reconcile_reads_of_a_child_or_driver_pod_queues_its_owner(turns):
+    record, ctl = turns
+    child = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {
+        "name": "a-driver", "namespace": "ml", "uid": "c", "resourceVersion": "3",
+        "ownerReferences": [{"kind": s.KIND, "name": "a", "controller": True, "uid": "uid-a"}]},
+        "spec": {"replicas": 1}, "status": {"replicas": 0}}
+    ctl.ctx.cache.put(child)
+    ctl.child_event("MODIFIED", {**child, "metadata": {**child["metadata"], "resourceVersion": "4"},
+                                 "status": {"replicas": 1, "readyReplicas": 1}})  # its controller's
+    assert len(ctl.queue) == 0
+    ctl.child_event("MODIFIED", {**child, "metadata": {**child["metadata"], "resourceVersion": "5"},
+                                 "spec": {"replicas": 0}})  # someone else's edit: repaired
+    assert await ctl.queue.get() == Key("ml", "a")
+
+    def pod(rv: str, **status):
+        return {"apiVersion": "v1", "kind": "Pod", "status": status, "metadata": {
+            "name": "b-driver-0", "namespace": "ml", "uid": "p", "resourceVersion": rv,
+            "labels": {"scorestream.dev/modelserving": "b"}}}
+
+    running = {"containerStatuses": [{"name": "driver", "ready": False, "restartCount": 0, "state": {}}]}
+    ctl.ctx.cache.put(pod("6", phase="Pending", **running))
+    ctl.child_event("MODIFIED", pod("7", phase="Running", podIP="198.18.0.9", **running))  # the kubelet's
+    assert len(ctl.queue) == 0
+    ready = {"containerStatuses": [{**running["containerStatuses"][0], "ready": True}]}
+    ctl.child_event("MODIFIED", pod("8", phase="Running", **ready))
+    assert await ctl.queue.get() == Key("ml", "b")
+
+
 async def test_events_within_the_debounce_of_the_first_make_one_turn(monkeypatch):
     ctl = controller.Controller(reconciler.Context(kube=None, config=OperatorConfig(allNamespaces=True)), workers=1,
                                 debounce=0.5)  # far longer than the burst, also on a loaded machine
@@ -198,6 +226,11 @@ def test_the_next_look_is_the_rollout_poll_while_a_rollout_waits_else_the_observ
     assert reconciler.next_look(config, {"model": {"name": "m"}}, with_model_ready(Reason.NO_MODEL)) == 1
     assert reconciler.next_look(config, {}, with_model_ready(Reason.NO_MODEL)) == 10
     assert reconciler.next_look(config, {}, s.ModelServingStatus()) == 10
+    # The driver on its way: its pod's events wake the resource, nothing to poll meanwhile.
+    starting = with_model_ready(Reason.NO_MODEL)
+    starting.conditions.append(s.Condition(type="Ready", status="False", reason=Reason.DRIVER_STARTING,
+                                           lastTransitionTime="2026-01-01T00:00:00Z"))
+    assert reconciler.next_look(config, {"model": {"name": "m"}}, starting) == 10
 
 
 async def test_a_field_the_new_status_drops_is_removed():
