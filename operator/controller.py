@@ -68,6 +68,8 @@ class Controller:
         self.queue: WorkQueue[Key] = WorkQueue()
         self.workers, self.debounce = workers, debounce
         self._tasks: list[asyncio.Task] = []
+        # Until `start`: the keys whose objects changed meanwhile (a follower's, who leads later).
+        self._following: set[Key] | None = set()
 
     # --- the event source's side ---------------------------------------------------------------
 
@@ -79,8 +81,10 @@ class Controller:
             self.ctx.cache.delete(body)
             self.queue.drop(key)
             self.ctx.forget(key, meta.get("uid"))
+            if self._following is not None:
+                self._following.discard(key)
         elif self.ctx.cache.put(body):
-            self.queue.add_after(key, self.debounce)
+            self._queue(key, type_)
 
     def child_event(self, type_: str | None, body: Body) -> None:
         """A watch event of a child or a driver pod: its resource is looked at where the change is
@@ -98,7 +102,13 @@ class Controller:
         elif not (driver_changed(held, body) if pod else child_changed(held, body)):
             return
         if key is not None:
+            self._queue(key, type_)
+
+    def _queue(self, key: Key, type_: str | None) -> None:
+        if self._following is None:
             self.queue.add_after(key, self.debounce)
+        elif type_ is not None:  # a change; kopf gives the objects of a watch's (re)listing no type
+            self._following.add(key)
 
     async def prime(self, namespaces: list[str] | None) -> None:
         """List the children and driver pods into the cache before the first reconcile (an
@@ -120,6 +130,15 @@ class Controller:
     # --- the workers ---------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Reconcile from now on: what changed while this replica followed (its watches filled the
+        cache) at once, the rest within one observe interval, as the last leader looked at them."""
+        changed, self._following = self._following or set(), None
+        keys = list(self.ctx.cache.resources())
+        spread = self.ctx.config.observe_interval
+        for i, key in enumerate(keys):
+            body = self.ctx.cache.resource(key) or {}
+            handled = body.get("metadata", {}).get("generation") == (body.get("status") or {}).get("observedGeneration")
+            self.queue.add_after(key, 0 if key in changed or not handled else spread * (i + 1) / len(keys))
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._work(), name=f"reconcile-worker-{i}") for i in range(self.workers)]
 

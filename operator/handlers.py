@@ -9,6 +9,7 @@ a real operator per test against the test control plane.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -24,15 +25,19 @@ from scorestream.operator.settings import OperatorConfig
 
 
 def register(registry: kopf.OperatorRegistry, config: OperatorConfig,
-             connection: kopf.ConnectionInfo | None = None, exit_after_cleanup: float | None = None) -> None:
+             connection: kopf.ConnectionInfo | None = None, exit_after_cleanup: float | None = None,
+             leading: threading.Event | None = None) -> None:
     """Register the operator's handlers. `connection`: a fixed API server (tests); else kubeconfig/in-cluster.
-    `exit_after_cleanup`: end the process this many seconds after kopf's cleanup if kopf has not."""
-    _register_lifecycle(registry, config, connection, exit_after_cleanup)
+    `exit_after_cleanup`: end the process this many seconds after kopf's cleanup if kopf has not.
+    `leading`: set once this replica leads (leader.lead); until then its watches only fill the cache.
+    None: it leads from the start."""
+    _register_lifecycle(registry, config, connection, exit_after_cleanup, leading)
     _register_watches(registry)
 
 
 def _register_lifecycle(registry: kopf.OperatorRegistry, config: OperatorConfig,
-                        connection: kopf.ConnectionInfo | None, exit_after_cleanup: float | None) -> None:
+                        connection: kopf.ConnectionInfo | None, exit_after_cleanup: float | None,
+                        leading: threading.Event | None) -> None:
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
         return connection or kopf.login_via_client(**kwargs)
@@ -51,10 +56,15 @@ def _register_lifecycle(registry: kopf.OperatorRegistry, config: OperatorConfig,
         # kopf starts its watches once every startup handler is done: the children are in the cache
         # before the first ModelServing is queued.
         await memo.controller.prime(None if config.all_namespaces else config.namespaces)
-        memo.controller.start()
+        if leading is None:
+            memo.controller.start()
+        else:  # a follower's cache stays warm: on taking over, it reconciles at once
+            memo.elected = asyncio.create_task(_lead_once_elected(memo.controller, leading))
 
     @kopf.on.cleanup(registry=registry)
     async def cleanup(memo: kopf.Memo, logger: Any, **_: Any) -> None:
+        if getattr(memo, "elected", None):
+            memo.elected.cancel()
         if getattr(memo, "controller", None):
             await memo.controller.stop()
             await memo.controller.ctx.close()
@@ -69,6 +79,12 @@ def _register_lifecycle(registry: kopf.OperatorRegistry, config: OperatorConfig,
             timer = threading.Timer(exit_after_cleanup, _exit)
             timer.daemon = True
             timer.start()
+
+
+async def _lead_once_elected(ctl: controller.Controller, leading: threading.Event) -> None:
+    while not leading.is_set():
+        await asyncio.sleep(0.1)
+    ctl.start()
 
 
 def _register_watches(registry: kopf.OperatorRegistry) -> None:
@@ -95,7 +111,9 @@ def operator_scope(config: OperatorConfig) -> dict[str, Any]:
 def run(config: OperatorConfig, verbose: bool = False, log_level: str | None = None) -> None:
     """The operator's main loop (blocking)."""
     registry = kopf.OperatorRegistry()
-    register(registry, config, exit_after_cleanup=10.0)
+    election = config.leader_election
+    leading = None if election is None else threading.Event()
+    register(registry, config, exit_after_cleanup=10.0, leading=leading)
     if config.metrics_port:
         from scorestream.operator import metrics
 
@@ -108,7 +126,6 @@ def run(config: OperatorConfig, verbose: bool = False, log_level: str | None = N
         kopf.run(registry=registry, liveness_endpoint=f"http://0.0.0.0:{config.health_port}/healthz",
                  **operator_scope(config))
 
-    election = config.leader_election
     if election is None:
         serve()
         return
@@ -122,4 +139,4 @@ def run(config: OperatorConfig, verbose: bool = False, log_level: str | None = N
         os._exit(1)
 
     leader.lead(Kube.from_environment, namespace, election.lease_name, election.lease_duration,
-                election.renew_deadline, election.retry_period, serve, lost, health_port=config.health_port)
+                election.renew_deadline, election.retry_period, serve, leading.set, lost)

@@ -1,8 +1,10 @@
 """One active operator among replicas: a `coordination.k8s.io/v1` Lease in the operator's
 namespace, held as client-go's leaderelection (and so controller-runtime) holds it.
 
-A replica waits until it holds the Lease, then runs kopf; meanwhile a thread of its own renews
-the Lease every `retry` seconds. A renewal that has not succeeded for `renew_deadline` seconds
+Every replica runs kopf from the start, so its watches keep its cache warm; only the holder of
+the Lease reconciles (controller-runtime's manager runs its caches on every replica and its
+controllers on the leader alone). A thread of its own waits for the Lease, says so (`on_lead`),
+then renews it every `retry` seconds. A renewal that has not succeeded for `renew_deadline` seconds
 means the Lease may be another's by now: the process exits at once (the pod restarts as a
 follower), rather than serve beside a new leader. A follower takes a Lease over when it has seen
 it unchanged (same holder, same renewTime) for `duration` seconds on its own clock, never by
@@ -20,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import http.server
 import logging
 import os
 import threading
@@ -55,6 +56,7 @@ class Election:
     # What this replica saw last of the Lease, and when (its clock) it last changed.
     _seen: tuple[Any, ...] | None = field(default=None, init=False)
     _seen_at: float = field(default=0.0, init=False)
+    _held_for: float = field(default=0.0, init=False)
     holder: str = field(default="", init=False)  # the holder the last read found
 
     def _observe(self, spec: dict[str, Any]) -> bool:
@@ -63,8 +65,12 @@ class Election:
         now = self.clock()
         if record != self._seen:
             self._seen, self._seen_at = record, now
-        held_for = spec.get("leaseDurationSeconds") or self.duration
-        return now - self._seen_at >= held_for
+        self._held_for = spec.get("leaseDurationSeconds") or self.duration
+        return now - self._seen_at >= self._held_for
+
+    def lapses_in(self) -> float:
+        """Seconds until the Lease, as last seen, has lapsed (on this replica's clock)."""
+        return self._seen_at + self._held_for - self.clock()
 
     async def try_acquire_or_renew(self) -> bool:
         """One try: True if this replica holds the Lease now."""
@@ -96,21 +102,25 @@ class Election:
             return True
         return False
 
-    async def acquire(self) -> None:
-        """Wait until this replica holds the Lease."""
+    async def acquire(self, stop: threading.Event) -> bool:
+        """Wait until this replica holds the Lease (True), or `stop` is set (False). It tries again
+        every `retry` s, and at the moment the Lease, as last seen, lapses: a takeover does not wait
+        for the next of its tries."""
         said = False
-        while True:
+        while not stop.is_set():
             try:
                 if await self.try_acquire_or_renew():
                     LOG.info("leading: holding Lease %s/%s as %s", self.namespace, self.name, self.identity)
-                    return
+                    return True
             except Exception as e:  # noqa: BLE001 - the API server may be away; keep trying
                 LOG.warning("cannot take part in the election: %s", e)
             if not said:
                 LOG.info("following: Lease %s/%s is held by %s; waiting", self.namespace, self.name,
                          (self._seen or ("?",))[0])
                 said = True
-            await asyncio.sleep(self.retry)
+            wait = min(self.retry, self.lapses_in()) if self._seen else self.retry
+            await asyncio.to_thread(stop.wait, max(0.05, wait))
+        return False
 
     async def keep(self, stop: threading.Event) -> bool:
         """Renew every `retry` s until `stop` is set (True), or until no renewal has succeeded for
@@ -149,47 +159,23 @@ def identity() -> str:
     return os.environ.get("POD_NAME") or f"{os.uname().nodename}-{os.getpid()}"
 
 
-class _Following(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        self.send_response(200 if self.path.startswith("/healthz") else 404)
-        self.send_header("Content-Type", "text/plain")
-        self.end_headers()
-        self.wfile.write(b"following\n")
-
-    def log_message(self, *args: Any) -> None:  # the probes' requests are not news
-        pass
-
-
 def lead(make_kube: Callable[[], Any], namespace: str, name: str, duration: float, renew_deadline: float,
-         retry: float, serve: Callable[[], None], on_lost: Callable[[], None], health_port: int | None = None) -> None:
-    """Wait for the Lease, then `serve()` (blocking: kopf) while a thread renews it; `on_lost()`
-    if it is lost. The Lease is released when `serve` returns. While it waits, `health_port`
-    answers /healthz (kopf's liveness endpoint is not up yet): a follower is alive, not stuck."""
+         retry: float, serve: Callable[[], None], on_lead: Callable[[], None], on_lost: Callable[[], None]) -> None:
+    """`serve()` (blocking: kopf) at once, while a thread waits for the Lease, calls `on_lead()`
+    once it holds it, and renews it; `on_lost()` if it is lost. The Lease is released when `serve`
+    returns."""
     me = identity()
-    health = None
-    if health_port:
-        health = http.server.ThreadingHTTPServer(("0.0.0.0", health_port), _Following)
-        threading.Thread(target=health.serve_forever, name="following-healthz", daemon=True).start()
-
-    async def elected() -> None:
-        kube = await make_kube()
-        try:
-            await Election(kube, namespace, name, me, duration, renew_deadline, retry).acquire()
-        finally:
-            await kube.close()
-
-    asyncio.run(elected())
-    if health is not None:  # the port is kopf's from now on
-        health.shutdown()
-        health.server_close()
     stop = threading.Event()
     lost = threading.Event()
 
-    def renew() -> None:
+    def elect_and_renew() -> None:
         async def run() -> None:
             kube = await make_kube()
             election = Election(kube, namespace, name, me, duration, renew_deadline, retry)
             try:
+                if not await election.acquire(stop):
+                    return
+                on_lead()
                 if not await election.keep(stop):
                     lost.set()
                     LOG.error("lost Lease %s/%s (held by %s, or not renewed for %g s): stopping, to restart"
@@ -202,11 +188,11 @@ def lead(make_kube: Callable[[], Any], namespace: str, name: str, duration: floa
 
         asyncio.run(run())
 
-    renewer = threading.Thread(target=renew, name="lease-renewer", daemon=True)
-    renewer.start()
+    elector = threading.Thread(target=elect_and_renew, name="lease-elector", daemon=True)
+    elector.start()
     try:
         serve()
     finally:
         stop.set()
         if not lost.is_set():
-            renewer.join(retry + 10)
+            elector.join(retry + 10)

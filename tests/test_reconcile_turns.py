@@ -137,8 +137,16 @@ async def test_ten_events_in_a_burst_make_one_reconcile_and_one_resource_is_neve
     assert not overlapped(record)
 
 
-async def test_a_childs_event_queues_its_owner_and_the_operators_own_write_queues_nothing(turns):
-    record, ctl = turns
+def leading(debounce: float = 0) -> controller.Controller:
+    """A controller that leads, with no worker: what its events queue stays in its queue."""
+    ctl = controller.Controller(reconciler.Context(kube=None, config=OperatorConfig(allNamespaces=True)),
+                                workers=0, debounce=debounce)
+    ctl.start()
+    return ctl
+
+
+async def test_a_childs_event_queues_its_owner_and_the_operators_own_write_queues_nothing():
+    ctl = leading()
     child = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {
         "name": "a-driver", "namespace": "ml", "uid": "c", "resourceVersion": "3",
         "ownerReferences": [{"kind": s.KIND, "name": "a", "controller": True, "uid": "uid-a"}]}}
@@ -153,8 +161,8 @@ async def test_a_childs_event_queues_its_owner_and_the_operators_own_write_queue
     assert {await ctl.queue.get(), await ctl.queue.get()} == {Key("ml", "a"), Key("ml", "b")}
 
 
-async def test_only_what_a_reconcile_reads_of_a_child_or_driver_pod_queues_its_owner(turns):
-    record, ctl = turns
+async def test_only_what_a_reconcile_reads_of_a_child_or_driver_pod_queues_its_owner():
+    ctl = leading()
     child = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {
         "name": "a-driver", "namespace": "ml", "uid": "c", "resourceVersion": "3",
         "ownerReferences": [{"kind": s.KIND, "name": "a", "controller": True, "uid": "uid-a"}]},
@@ -181,9 +189,27 @@ async def test_only_what_a_reconcile_reads_of_a_child_or_driver_pod_queues_its_o
     assert await ctl.queue.get() == Key("ml", "b")
 
 
+async def test_a_follower_queues_nothing_and_on_leading_takes_what_changed_first_the_rest_spread():
+    ctl = controller.Controller(reconciler.Context(kube=None, config=OperatorConfig(allNamespaces=True,
+                                                                                    observeInterval=3)),
+                                workers=0, debounce=0)
+    handled = {**resource("a"), "status": {"observedGeneration": 1}}
+    ctl.resource_event(None, handled)  # the watch's listing: kopf gives it no type
+    ctl.resource_event(None, {**resource("b"), "status": {"observedGeneration": 1}})
+    ctl.resource_event(None, resource("c", generation=2))  # a change the last leader had not handled
+    ctl.resource_event("MODIFIED", {**handled, "metadata": {**handled["metadata"], "resourceVersion": "2",
+                                                             "annotations": {"x": "y"}}})  # changed meanwhile
+    assert len(ctl.queue) == 0, "a follower reconciles nothing"
+    ctl.start()
+    first = {await ctl.queue.get(), await ctl.queue.get()}
+    assert first == {Key("ml", "a"), Key("ml", "c")}
+    waited = asyncio.get_running_loop().time()
+    assert await ctl.queue.get() == Key("ml", "b")
+    assert 0.5 < asyncio.get_running_loop().time() - waited <= 3.5, "the rest within one observe interval"
+
+
 async def test_events_within_the_debounce_of_the_first_make_one_turn(monkeypatch):
-    ctl = controller.Controller(reconciler.Context(kube=None, config=OperatorConfig(allNamespaces=True)), workers=1,
-                                debounce=0.5)  # far longer than the burst, also on a loaded machine
+    ctl = leading(debounce=0.5)  # far longer than the burst, also on a loaded machine
     started = asyncio.get_running_loop().time()
     for rv in range(1, 6):
         ctl.resource_event("MODIFIED", resource("a", str(rv)))
