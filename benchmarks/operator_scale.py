@@ -76,7 +76,10 @@ def package_root(tree: Path, work: Path) -> Path:
 
 def tree_env(tree: Path, work: Path, **extra: str) -> dict[str, str]:
     root = package_root(tree, work)
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(tree / "tests")]), **extra}
+    # TMPDIR: the Kubernetes client's copy of a kubeconfig's CA goes with the work folder, not /tmp
+    # (it is removed only at a clean exit, and operators here are killed).
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(tree / "tests")]), "TMPDIR": str(work),
+            **extra}
 
 
 def checkout(commit: str, work: Path) -> Path:

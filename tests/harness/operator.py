@@ -117,7 +117,9 @@ class Operator:
                 [sys.executable, "-c", "import sys; from scorestream.tools.cli import main; sys.exit(main())",
                  "operator", "--config", str(workdir / "operator.yaml"), "--verbose"],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                env={**os.environ, "KUBECONFIG": str(self.kubeconfig)})
+                # TMPDIR: the Kubernetes client writes a kubeconfig's CA to a temporary file it removes
+                # only at a clean exit, and operators here are killed.
+                env={**os.environ, "KUBECONFIG": str(self.kubeconfig), "TMPDIR": str(workdir)})
 
         def healthy() -> bool:
             if self.proc.poll() is not None:
