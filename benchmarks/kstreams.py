@@ -37,7 +37,7 @@ def tensorflow_jars() -> list[Path]:
     into ~/.javacpp/cache the first time a peer loads them)."""
     from scorestream.jars import resolve
 
-    return resolve("kstreams-tf-peer")
+    return resolve("tensorflow")
 
 
 def pmml4s_jars() -> list[Path]:

@@ -58,10 +58,11 @@ SETS: dict[str, JarSet] = {
     "spark-kafka": JarSet(("org.apache.spark:spark-sql-kafka-0-10_2.13:{pyspark}",), without_pyspark_jars=True),
     # The benchmark's Kafka Streams + PMML4S peer (benchmarks/).
     "kstreams-peer": JarSet((f"org.apache.kafka:kafka-streams:{KAFKA}", "org.pmml4s:pmml4s_2.13:0.9.15")),
-    # TensorFlow's Java API, for the benchmark's Kafka Streams + TensorFlow peer (benchmarks/, next
-    # to the set above). The API's pom brings the native bindings' Java classes only; the
-    # libraries themselves are the platform's classified jar (~160 MB).
-    "kstreams-tf-peer": JarSet((
+    # TensorFlow's Java API: the job's JVM scorer runs TensorFlow models with it (TensorFlowModel),
+    # as does the benchmark's Kafka Streams + TensorFlow peer (benchmarks/, next to the set above).
+    # The API's pom brings the native bindings' Java classes only; the libraries themselves are
+    # the platform's classified jar (~160 MB).
+    "tensorflow": JarSet((
         f"org.tensorflow:tensorflow-core-api:{TENSORFLOW_JAVA}",
         f"org.tensorflow:tensorflow-core-native:{TENSORFLOW_JAVA}:linux-x86_64",
     )),
