@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import aiohttp
 from pydantic import ValidationError
 
 from scorestream import naming
@@ -49,6 +50,7 @@ class Context:
     published: dict[str, str] = field(default_factory=dict, init=False)
     # uid -> (the inputs of desired.desired_state, the objects it rendered from them)
     rendered: dict[str, tuple[str, list[Body]]] = field(default_factory=dict, init=False)
+    _jobs: aiohttp.ClientSession | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.topics = observer.TopicsChecks(ttl=self.config.topics_recheck)
@@ -76,9 +78,18 @@ class Context:
         self.rendered[_uid(meta)] = (inputs, objects)
         return objects
 
+    @property
+    def jobs(self) -> aiohttp.ClientSession:
+        """The client of every job's HTTP answers (observer.job_session), made in the running loop."""
+        if self._jobs is None:
+            self._jobs = observer.job_session()
+        return self._jobs
+
     async def close(self) -> None:
         await self.events.close()
         await self.kube.close()
+        if self._jobs is not None:
+            await self._jobs.close()
 
 
 def _uid(meta: Body) -> str:
@@ -265,7 +276,7 @@ async def _observe(ctx: Context, body: Body, spec: ModelServingSpec, kafka: kafk
             run = run and waiting is None
     names = naming.Names(meta["name"], meta["namespace"])
     driver = observer.driver_state(ctx.cache.get("v1", "Pod", names.namespace, names.driver_pod))
-    job = await observer.job_report(observer.endpoint_of(names, ctx.config.endpoint_template)) \
+    job = await observer.job_report(observer.endpoint_of(names, ctx.config.endpoint_template), session=ctx.jobs) \
         if driver.exists or ctx.config.endpoint_template else status.JobReport()
     seen = status.Observation(generation=meta.get("generation", 0), spec=spec, driver=driver, job=job, **topics)
     return seen, models, partitions, run
@@ -422,7 +433,8 @@ async def _scale(ctx: Context, body: Body, spec: ModelServingSpec, names: naming
     if live and step.ask:
         try:
             answer = await observer.scale_executors(observer.endpoint_of(names, ctx.config.endpoint_template),
-                                                    step.target, await control.token(ctx.kube, names))
+                                                    step.target, await control.token(ctx.kube, names),
+                                                    session=ctx.jobs)
             message = f"{step.message}; asked live (running then: {answer.running})"
             ctx.events.info(body, "Scaled", f"{job.executor_target} -> {step.target} executors, live")
         except LookupError as e:  # the control Secret is gone or unusable: made again where gone

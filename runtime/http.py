@@ -68,7 +68,10 @@ class StatusServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            timeout = READ_TIMEOUT_SECONDS  # the socket's: every read of the request
+            timeout = READ_TIMEOUT_SECONDS  # the socket's: every read of the request, and a kept connection's idleness
+            # Keep-alive: the operator's three answers of a poll, and a scrape's, on one connection
+            # each (every answer has its Content-Length; an error closes the connection).
+            protocol_version = "HTTP/1.1"
 
             def do_GET(self):  # noqa: N802 - the stdlib's name
                 path = self.path.split("?", 1)[0].rstrip("/") or "/"
