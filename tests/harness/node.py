@@ -265,14 +265,10 @@ class Node:
         self._serving_certificate()
         kubeconfig = d / "admin.kubeconfig"
         kubeconfig.write_text(self.cp.admin_config.read_text())
-        self._spawn("containerd", "containerd", "--config", str(self._containerd_config()))
-        self._wait(lambda: self.socket.exists() and self.ctr("version", check=False).returncode == 0, timeout,
-                   "containerd")
+        self._containerd(timeout)
         self._reach_api_server()
         self.import_image(self._pause_archive(bins["pause"]))
-        self._spawn("kubelet", str(bins["kubelet"]), f"--config={self._kubelet_config()}",
-                    f"--kubeconfig={kubeconfig}", f"--root-dir={d / 'kubelet'}", f"--hostname-override={NODE_NAME}",
-                    f"--node-ip={self.node_address}", "--v=1")
+        self._kubelet(bins["kubelet"])
         self._spawn("kube-proxy", str(bins["kube-proxy"]), f"--kubeconfig={kubeconfig}",
                     f"--hostname-override={NODE_NAME}", f"--cluster-cidr={POD_CIDR}", "--proxy-mode=iptables",
                     # leave the host's conntrack table size and timeouts alone
@@ -296,6 +292,36 @@ class Node:
                    f"node {NODE_NAME} Ready")
         self._wait(lambda: self.cp.get("/api/v1/namespaces/default/serviceaccounts/default") is not None, timeout,
                    "the default ServiceAccount")
+
+    def _containerd(self, timeout: float) -> None:
+        self._spawn("containerd", "containerd", "--config", str(self._containerd_config()))
+        self._wait(lambda: self.socket.exists() and self.ctr("version", check=False).returncode == 0, timeout,
+                   "containerd")
+
+    def _kubelet(self, binary: Path) -> None:
+        self._spawn("kubelet", str(binary), f"--config={self._kubelet_config()}",
+                    f"--kubeconfig={self.dir / 'admin.kubeconfig'}", f"--root-dir={self.dir / 'kubelet'}",
+                    f"--hostname-override={NODE_NAME}", f"--node-ip={self.node_address}", "--v=1")
+
+    def _kill_pods(self) -> None:
+        """Every pod's processes, then the shims that ran them (they outlive containerd)."""
+        for cgroup in sorted(_cgroups(), key=len, reverse=True):
+            if self.cgroup_root in cgroup:
+                _kill_cgroup(Path(cgroup))
+        _run("pkill", "-KILL", "-f", f"containerd-shim.*{self.dir}", check=False)
+
+    def restart(self, timeout: float = 180) -> None:
+        """What a reboot does to the node: the kubelet stopped, every container killed with its
+        shim, containerd stopped; then containerd and the kubelet started again on the state they
+        left, and the kubelet makes the pods' sandboxes and containers anew. (kube-proxy and CoreDNS
+        run as the node's processes here, not as pods: they stay.)"""
+        kube_cluster.stop_group(self.procs.pop("kubelet", None), grace=20)
+        self._kill_pods()
+        kube_cluster.stop_group(self.procs.pop("containerd", None), grace=20)
+        self._containerd(timeout)
+        self._kubelet(kube_cluster.build(("kube",))["kubelet"])
+        self._wait(lambda: kube_cluster.node_ready(self.cp.get(f"/api/v1/nodes/{NODE_NAME}")), timeout,
+                   f"node {NODE_NAME} Ready again")
 
     def _reach_api_server(self) -> None:
         """Fail in seconds, saying why, when the node's namespace cannot reach the API server
@@ -445,11 +471,7 @@ class Node:
         for name in ("kube-proxy", "coredns", "kubelet"):
             kube_cluster.stop_group(self.procs.pop(name, None), grace=20)
         if self.dir is not None and self.socket.exists():
-            # the pods' processes, then the shims that ran them (they outlive containerd)
-            for cgroup in sorted(_cgroups(), key=len, reverse=True):
-                if self.cgroup_root in cgroup:
-                    _kill_cgroup(Path(cgroup))
-            _run("pkill", "-KILL", "-f", f"containerd-shim.*{self.dir}", check=False)
+            self._kill_pods()
         kube_cluster.stop_group(self.procs.pop("containerd", None), grace=20)
         if self.dir is not None:
             _unmount_under(self.dir)
