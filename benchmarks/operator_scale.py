@@ -247,6 +247,7 @@ class Result:
     peak_rss: dict[str, float] = field(default_factory=dict)
     refused_scales: int = 0
     failover: Failover | None = None
+    behind_driver: list[float] = field(default_factory=list)  # ready_after_driver, after create
 
 
 def spec_for(ns: str, name: str, broker: str) -> dict:
@@ -284,9 +285,32 @@ def settled_at(api: Api) -> float:
     for ms in api.request("GET", f"/apis/{MS}")["items"]:
         for c in (ms.get("status") or {}).get("conditions", []):
             if c["type"] in ("Ready", "Progressing"):
-                at = datetime.fromisoformat(c["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
-                latest = max(latest, at)
+                latest = max(latest, _when(c["lastTransitionTime"]))
     return latest
+
+
+def _when(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def ready_after_driver(api: Api) -> list[float]:
+    """For each resource, the seconds from its driver pod turning Ready to the resource turning
+    Ready (whole seconds, by both conditions): the operator's share of the time to Ready, the
+    cluster's (StatefulSet controller, scheduler, kubelet) aside."""
+    pods = {}
+    for pod in api.request("GET", "/api/v1/pods?labelSelector=app.kubernetes.io/component=driver")["items"]:
+        ready = next((c for c in pod["status"].get("conditions", []) if c["type"] == "Ready" and c["status"] == "True"),
+                     None)
+        owner = (pod["metadata"].get("labels") or {}).get("scorestream.dev/modelserving")
+        if ready and owner:
+            pods[(pod["metadata"]["namespace"], owner)] = _when(ready["lastTransitionTime"])
+    gaps = []
+    for ms in api.request("GET", f"/apis/{MS}")["items"]:
+        at = pods.get((ms["metadata"]["namespace"], ms["metadata"]["name"]))
+        ready = next((c for c in (ms.get("status") or {}).get("conditions", []) if c["type"] == "Ready"), None)
+        if at is not None and ready and ready["status"] == "True":
+            gaps.append(max(0.0, _when(ready["lastTransitionTime"]) - at))
+    return sorted(gaps)
 
 
 async def wait_settled(api: Api, want: int, changed: bool, timeout: float, what: str) -> None:
@@ -434,6 +458,7 @@ async def run_tree(label: str, tree: Path, args: argparse.Namespace, namespaces:
             await wait_settled(api, want, False, args.timeout, "Ready after create")
             end(created)
             created.settled = await asyncio.to_thread(settled_at, api)
+            result.behind_driver = await asyncio.to_thread(ready_after_driver, api)
 
             await asyncio.sleep(args.settle)
             rest = phase("rest")
@@ -498,6 +523,13 @@ async def failover(kube: ControlPlane, api: Api, installed: Installation, leader
     return Failover(takeover, writes)
 
 
+def spread(seconds: list[float]) -> str:
+    if not seconds:
+        return "-"
+    at = lambda q: seconds[min(len(seconds) - 1, int(q * len(seconds)))]  # noqa: E731
+    return f"{at(0.5):.0f} s · {at(0.99):.0f} s · {seconds[-1]:.0f} s"
+
+
 def ms(value: float | None) -> str:
     if value == float("inf"):
         return "> its last bucket"
@@ -524,6 +556,7 @@ def rows(r: Result, n: int) -> dict[str, tuple[str, float | None]]:
         "time until all Ready after create (conditions)": (f"{c.settled - c.started:.0f} s", c.settled - c.started),
         "time until all Ready after the change (conditions)": (f"{ch.settled - ch.started:.0f} s",
                                                               ch.settled - ch.started),
+        "Ready after its driver pod was, p50 · p99 · max (create)": (spread(r.behind_driver), None),
         "... as the 1 s listing saw it, create · change": (f"{c.seconds:.1f} s · {ch.seconds:.1f} s", None),
         "reconciles, create · change": (f"{c.reconciles} · {ch.reconciles}", None),
         "reconciles per resource to create": (f"{c.reconciles / n:.1f}", c.reconciles / n),
