@@ -258,6 +258,10 @@ def spec_for(ns: str, name: str, broker: str) -> dict:
     kafka.update(bootstrapServers=broker, dataTopic=DATA, outputTopic=OUTPUT, deadLetterTopic=DLQ,
                  modelsTopic=f"models-{ns}-{name}")
     body["spec"]["spark"]["driver"] = dict(DRIVER)
+    # The change rolls every driver at once, and this control plane's StatefulSet controller (20
+    # requests a second) takes longer than the default 10 minutes to roll a thousand: the last
+    # would be rolled back (UpgradeRolledBack) for the cluster's pace, not the operator's.
+    body["spec"]["upgradeTimeout"] = "60m"
     return body
 
 
@@ -271,7 +275,8 @@ def all_settled(api: Api, want: int, changed: bool) -> int:
         conds = {c["type"]: c["status"] for c in st.get("conditions", [])}
         if st.get("observedGeneration") != ms["metadata"]["generation"] or conds.get("Ready") != "True":
             continue
-        if changed and (ms["spec"]["spark"].get("triggerInterval") != "2s" or conds.get("Progressing") != "False"):
+        if changed and (ms["spec"]["spark"].get("triggerInterval") != "2s" or conds.get("Progressing") != "False"
+                        or st.get("upgrade", {}).get("phase") == "Failed"):  # rolled back is not done
             continue
         done += 1
     return done
