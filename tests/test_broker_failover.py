@@ -8,8 +8,14 @@ of all three; then too few in-sync replicas for the output topic (its min.insync
 to 3, a broker down), which the job reports (GET /stats, kafkaErrors). At the end a read_committed
 reader finds every input exactly once across the output and dead-letter topics.
 
-One job start and one cluster for all of it: the suite's time budget (docs/operations/faults.md
-has the figures). SCORESTREAM_FAILOVER_RECORDS sets the stream's size (at least the issue's 100,000).
+Beside it, through the same faults, a ``delivery: atLeastOnce`` job on topics of its own, placed on
+the brokers as the exactly-once job's are (the data and output partitions' leaders killed are both
+jobs'), its stream topped up on its own (it runs ahead): at the end every input is in its output
+or dead letters, duplicates counted and printed, not refused.
+
+One cluster, one fault sequence and one start of each job for all of it: the suite's time budget
+(docs/operations/faults.md has the figures). SCORESTREAM_FAILOVER_RECORDS sets each stream's size
+(at least the issue's 100,000).
 """
 
 from __future__ import annotations
@@ -48,9 +54,10 @@ def kraft(tmp_path_factory):
 
 class ReplicatedServing(Serving):
     """``Serving`` on the three-broker cluster: its topics replicated three times, one partition
-    each, so that "the data partition's leader" and "the output partition's leader" are one broker."""
+    each, so that "the data partition's leader" and "the output partition's leader" are one broker.
+    ``beside``: another serving whose topics this one's are placed as (the same leaders)."""
 
-    def __init__(self, cluster: KraftCluster, workdir: Path, **config):
+    def __init__(self, cluster: KraftCluster, workdir: Path, beside: ReplicatedServing | None = None, **config):
         import secrets
         import uuid
 
@@ -58,7 +65,9 @@ class ReplicatedServing(Serving):
         self.workdir = workdir
         p = "f" + uuid.uuid4().hex[:8]
         self.topics = {"data": f"{p}-data", "out": f"{p}-out", "dlq": f"{p}-dlq", "models": f"{p}-models"}
-        cluster.create_topics({t: 1 for t in self.topics.values()}, {self.topics["models"]: {"cleanup.policy": "compact"}})
+        like = {t: beside.topics[k] for k, t in self.topics.items()} if beside is not None else None
+        cluster.create_topics({t: 1 for t in self.topics.values()},
+                              {self.topics["models"]: {"cleanup.policy": "compact"}}, like=like)
         self.partitions = 1
         self.name = config.pop("name", "wine")
         self.overrides = config
@@ -145,46 +154,69 @@ def kafka_errors(job) -> list[dict]:
         return []
 
 
+def counts(s, n: int) -> tuple[set, dict, Counter, set]:
+    """(missing, seen more than once, dead letters, model versions served) of a serving's output
+    and dead-letter topics, for a stream of inputs 0..n-1."""
+    out, versions = positions(s, "out")
+    dead, _ = positions(s, "dlq")
+    seen = out + dead
+    return set(range(n)) - set(seen), {k: c for k, c in seen.items() if c > 1}, dead, versions
+
+
 @pytest.mark.timeout(1200)
-def test_exactly_once_through_broker_kills_a_rolling_restart_and_too_few_replicas(kraft, cluster, tmp_path):
-    s = ReplicatedServing(kraft, tmp_path / "eo", delivery="exactlyOnce",
-                          kafka={"maxOffsetsPerTrigger": PER_BATCH},
-                          spark={"master": cluster.master, "triggerInterval": "500ms",
-                                 "conf": {**standalone_conf(1), "spark.cores.max": "1"}})
+def test_both_deliveries_through_broker_kills_a_rolling_restart_and_too_few_replicas(kraft, cluster, tmp_path):
+    spark = {"master": cluster.master, "triggerInterval": "500ms",
+             "conf": {**standalone_conf(1), "spark.cores.max": "1"}}  # one executor each: the cluster's two cores
+    s = ReplicatedServing(kraft, tmp_path / "eo", delivery="exactlyOnce", kafka={"maxOffsetsPerTrigger": PER_BATCH},
+                          spark=spark)
+    alo = ReplicatedServing(kraft, tmp_path / "alo", beside=s, name="alo", delivery="atLeastOnce",
+                            kafka={"maxOffsetsPerTrigger": PER_BATCH}, spark=spark)
+    both = (s, alo)
     txn_id = naming.transactional_prefix("test", s.name, s.topics["data"]) + "-0"
-    s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml()))
+    for each in both:
+        each.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml()))
     started = time.monotonic()
-    n = s.produce(records(0, RECORDS))
+    n = {each: each.produce(records(0, RECORDS)) for each in both}
     produced_in = time.monotonic() - started
-    job = s.start()
+    jobs = {each: each.start() for each in both}
+    job = jobs[s]
     figures: list[str] = []
     recovery: dict[str, float] = {}
     try:
-        job.wait_ready(timeout=300)
+        for j in jobs.values():
+            j.wait_ready(timeout=300)
 
         def alive() -> None:
-            assert job.proc.poll() is None, f"the job exited with {job.proc.returncode}:\n{job.tail()}"
+            for j in jobs.values():
+                assert j.proc.poll() is None, f"a job exited with {j.proc.returncode}:\n{j.tail()}"
 
         def top_up() -> None:
-            """More records when fewer than a few batches' worth are left: the next fault lands mid-stream."""
-            nonlocal n
-            at = committed(s)
-            if at is not None and n - at < 10 * PER_BATCH:
-                n += s.produce(records(n, 20_000))
+            """More records for a job with fewer than a few batches' worth left: the next fault
+            lands mid-stream."""
+            for each in both:
+                at = committed(each)
+                if at is not None and n[each] - at < 10 * PER_BATCH:
+                    n[each] += each.produce(records(n[each], 20_000))
 
-        def goes_on(after: int, what: str, timeout: float = 300) -> int:
-            """Until three batches past `after` are committed: the stream goes on."""
-            def moved():
-                alive()
-                at = committed(s)
-                return at if at is not None and at >= after + 3 * PER_BATCH else None
-            return wait_until(moved, timeout=timeout, what=what, every=0.25)
+        def goes_on(after: dict, what: str, timeout: float = 300) -> None:
+            """Until each job has committed three batches past `after` (its offset): the streams go on."""
+            for each in both:
+                def moved():
+                    alive()
+                    at = committed(each)
+                    return at if at is not None and at >= after[each] + 3 * PER_BATCH else None
+                wait_until(moved, timeout=timeout, what=f"{what} ({each.config().delivery})", every=0.25)
 
-        def kill_and_restart(name: str, broker: int) -> None:
-            """kill -9 of a broker, started again at once (as its pod would be): the stream going on
-            is timed from the kill, the broker's return to full in-sync replica sets alongside."""
+        def now() -> dict:
+            return {each: committed(each) or 0 for each in both}
+
+        def kill_and_restart(name: str, broker: int, topic: str | None = None) -> None:
+            """kill -9 of a broker, started again at once (as its pod would be): the streams going
+            on are timed from the kill, the broker's return to full in-sync replica sets alongside.
+            `topic`: which of the jobs' topics the broker leads (the at-least-once job's leader printed)."""
             top_up()
-            at = committed(s) or 0
+            at = now()
+            also = f" (at-least-once's: broker {kraft.leader(alo.topics[topic])})" if topic else ""
             killed = time.monotonic()
             kraft.kill(broker)
             restarted = Restart(kraft, broker)
@@ -193,78 +225,89 @@ def test_exactly_once_through_broker_kills_a_rolling_restart_and_too_few_replica
                 # A model published while a broker is down: served once the stream goes on. From
                 # a thread: its delivery may wait for the models partition's new leader, which
                 # must not delay the timing of the stream's.
-                publishing = threading.Thread(target=s.publish, daemon=True,
-                                              args=(models.descriptor("linear", "2", "pmml", models.linear_pmml()),))
+                linear = models.descriptor("linear", "2", "pmml", models.linear_pmml())
+                publishing = threading.Thread(target=lambda: [each.publish(linear) for each in both], daemon=True)
                 publishing.start()
             goes_on(at, f"the stream going on after the {name} (broker {broker}) was killed")
-            recovery[f"{name} killed, stream going on"] = time.monotonic() - killed
+            recovery[f"{name} killed, streams going on"] = time.monotonic() - killed
             if publishing is not None:
                 publishing.join(120)
                 assert not publishing.is_alive(), "the model published while a broker was down was never delivered"
             recovery[f"{name} back in sync"] = restarted.wait()
-            figures.append(f"{name} = broker {broker}, killed at {at}")
+            figures.append(f"{name} = broker {broker}{also}, killed at {at[s]} (exactly-once),"
+                           f" {at[alo]} (at-least-once)")
 
-        goes_on(0, "the first batches", timeout=300)
-        kill_and_restart("data leader", kraft.leader(s.topics["data"]))
-        kill_and_restart("output leader", kraft.leader(s.topics["out"]))
+        goes_on(dict.fromkeys(both, 0), "the first batches", timeout=300)
+        kill_and_restart("data leader", kraft.leader(s.topics["data"]), "data")
+        kill_and_restart("output leader", kraft.leader(s.topics["out"]), "out")
         coordinator = kraft.coordinator(txn_id)
         by_admin, state = kraft.describe_transaction(txn_id)
         assert by_admin == coordinator, (by_admin, coordinator)
         kill_and_restart("transaction coordinator", coordinator)
 
         top_up()
-        at = committed(s) or 0
+        at = now()
         rolled = time.monotonic()
         per_broker = kraft.rolling_restart(between=lambda i: alive())
         goes_on(at, "the stream going on after the rolling restart")
         recovery["rolling restart"] = time.monotonic() - rolled
         figures.append("rolling restart: " + ", ".join(f"{t:.0f}s" for t in per_broker))
 
-        # Too few in-sync replicas for the output topic: min.insync.replicas 3, one broker down
-        # (one that leads none of the job's partitions, nor its transactions: only the replicas are short).
+        # Too few in-sync replicas for the output topics: min.insync.replicas 3, one broker down
+        # (one that leads none of the jobs' partitions, nor its transactions: only the replicas are short).
         top_up()
-        kraft.set_topic_config(s.topics["out"], **{"min.insync.replicas": "3"})
-        busy = {kraft.leader(s.topics["data"]), kraft.leader(s.topics["out"]), kraft.leader(s.topics["dlq"]),
-                kraft.coordinator(txn_id)}
+        for each in both:
+            kraft.set_topic_config(each.topics["out"], **{"min.insync.replicas": "3"})
+        busy = {kraft.leader(each.topics[t]) for each in both for t in ("data", "out", "dlq")}
+        busy.add(kraft.coordinator(txn_id))
         spare = next((i for i in range(3) if i not in busy), 2)
-        at = committed(s) or 0
+        at = now()
         down = time.monotonic()
         kraft.kill(spare)
-        reported = wait_until(lambda: [e for e in kafka_errors(job) if e["topic"] == s.topics["out"]], timeout=120,
-                              what="the job reporting NOT_ENOUGH_REPLICAS for the output topic")
-        recovery["NOT_ENOUGH_REPLICAS reported"] = time.monotonic() - down
-        assert reported[0]["code"] == "NOT_ENOUGH_REPLICAS" and reported[0]["role"] == "output"
-        assert (reported[0]["inSyncReplicas"], reported[0]["minInSyncReplicas"]) == (2, 3), reported
-        # The job itself is well: a restart would not bring the replicas back (the operator's
-        # status says it from kafkaErrors, not from readiness).
-        assert job.ready(), job.readiness()
-        time.sleep(5)  # writes refused meanwhile: what the stream did in those seconds is printed
-        stalled = committed(s)
+        for each in both:
+            reported = wait_until(lambda: [e for e in kafka_errors(jobs[each]) if e["topic"] == each.topics["out"]],
+                                  timeout=120, what="the job reporting NOT_ENOUGH_REPLICAS for the output topic")
+            assert reported[0]["code"] == "NOT_ENOUGH_REPLICAS" and reported[0]["role"] == "output"
+            assert (reported[0]["inSyncReplicas"], reported[0]["minInSyncReplicas"]) == (2, 3), reported
+            # The job itself is well: a restart would not bring the replicas back (the operator's
+            # status says it from kafkaErrors, not from readiness).
+            assert jobs[each].ready(), jobs[each].readiness()
+        recovery["NOT_ENOUGH_REPLICAS reported (both)"] = time.monotonic() - down
+        time.sleep(5)  # writes refused meanwhile: what the streams did in those seconds is printed
+        stalled = now()
         kraft.start(spare)
         kraft.wait_isr_full()
-        wait_until(lambda: not kafka_errors(job), timeout=60, what="kafkaErrors cleared")
-        goes_on(max(at, stalled or 0), "the stream going on with the replicas back")
+        for j in jobs.values():
+            wait_until(lambda: not kafka_errors(j), timeout=60, what="kafkaErrors cleared")
+        goes_on({each: max(at[each], stalled[each]) for each in both}, "the stream going on with the replicas back")
         recovery["NOT_ENOUGH_REPLICAS, until normal"] = time.monotonic() - down
-        figures.append(f"too few replicas: committed {at} when the broker went, {stalled} {time.monotonic() - down:.0f}s"
-                       f" later; reported {reported[0]['message']!r}")
-        kraft.set_topic_config(s.topics["out"], **{"min.insync.replicas": "2"})
+        figures.append(f"too few replicas: committed {at[s]} (exactly-once), {at[alo]} (at-least-once) when the"
+                       f" broker went, {stalled[s]} and {stalled[alo]} {time.monotonic() - down:.0f}s later;"
+                       f" reported {reported[0]['message']!r}")
+        for each in both:
+            kraft.set_topic_config(each.topics["out"], **{"min.insync.replicas": "2"})
 
-        wait_until(lambda: (alive(), committed(s) == n)[1], timeout=600, what="every record committed")
+        for each in both:
+            wait_until(lambda: (alive(), committed(each) == n[each])[1], timeout=600, what="every record committed")
         took = time.monotonic() - started
-        assert job.stop() == 0
+        for j in jobs.values():
+            assert j.stop() == 0
     finally:
-        s.close()
+        for each in both:
+            each.close()
 
-    out, versions = positions(s, "out")
-    dead, _ = positions(s, "dlq")
-    seen = out + dead
-    missing = set(range(n)) - set(seen)
-    duplicated = {k: c for k, c in seen.items() if c > 1}
-    print(f"\nbroker failover, exactly-once: {n} records ({RECORDS} produced in {produced_in:.1f}s), "
-          f"{len(missing)} missing, {len(duplicated)} duplicated, {sum(dead.values())} dead letters, {took:.0f}s in all")
+    results = {each: counts(each, n[each]) for each in both}
+    print(f"\nbroker failover: {RECORDS} records produced for each job in {produced_in:.1f}s, {took:.0f}s in all")
+    for each, (missing, duplicated, dead, _) in results.items():
+        print(f"{each.config().delivery}: {n[each]} records, {len(missing)} missing,"
+              f" {len(duplicated)} seen more than once"
+              f" ({sum(duplicated.values()) - len(duplicated)} extra copies), {sum(dead.values())} dead letters")
     print("recovery: " + "; ".join(f"{k} {v:.1f}s" for k, v in recovery.items()))
     print("; ".join(figures) + f"; coordinator by describeTransactions: broker {by_admin} ({state})")
-    assert not missing, f"{len(missing)} input offsets missing, e.g. {sorted(missing)[:5]}"
+    for each, (missing, duplicated, dead, versions) in results.items():
+        delivery = each.config().delivery
+        assert not missing, f"{delivery}: {len(missing)} input offsets missing, e.g. {sorted(missing)[:5]}"
+        assert len(dead) == len(range(0, n[each], BROKEN_EVERY)), delivery
+        assert ("linear", "2") in versions, f"{delivery}: the model published while a broker was down never served"
+    _, duplicated, _, _ = results[s]
     assert not duplicated, f"{len(duplicated)} input offsets seen more than once, e.g. {list(duplicated.items())[:5]}"
-    assert sum(dead.values()) == len(range(0, n, BROKEN_EVERY))
-    assert ("linear", "2") in versions, f"the model published while a broker was down never served: {versions}"

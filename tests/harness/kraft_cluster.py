@@ -297,14 +297,32 @@ class KraftCluster:
         order = [i for i in range(BROKERS) if i != last]
         return order + ([last] if last is not None and 0 <= last < BROKERS else [])
 
-    def create_topics(self, topics: dict[str, int], config: dict[str, dict[str, str]] | None = None) -> None:
+    def create_topics(self, topics: dict[str, int], config: dict[str, dict[str, str]] | None = None,
+                      like: dict[str, str] | None = None) -> None:
         """Topics of replication factor 3 (name -> partitions), waited for until each partition
-        has a leader and a full in-sync replica set."""
+        has a leader and a full in-sync replica set. ``like`` (name -> existing topic): the new
+        topic's replicas placed as the existing one's, in the same order, so that the same broker
+        leads both (the first in-sync replica of the list is elected, however leaders move)."""
         from confluent_kafka.admin import NewTopic
 
         admin = self._admin()
-        new = [NewTopic(t, num_partitions=n, replication_factor=BROKERS, config=(config or {}).get(t, {}))
-               for t, n in topics.items()]
+        meta = admin.list_topics(timeout=10).topics
+        deadline = time.monotonic() + 30
+        while not set((like or {}).values()) <= set(meta):  # a broker may learn of a new topic a moment late
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"topics {sorted(set(like.values()) - set(meta))} not in the cluster's metadata")
+            time.sleep(0.2)
+            meta = admin.list_topics(timeout=10).topics
+
+        def new_topic(t: str, n: int) -> NewTopic:
+            conf = (config or {}).get(t, {})
+            if like and t in like:
+                parts = meta[like[t]].partitions
+                return NewTopic(t, num_partitions=len(parts), config=conf,
+                                replica_assignment=[parts[p].replicas for p in sorted(parts)])
+            return NewTopic(t, num_partitions=n, replication_factor=BROKERS, config=conf)
+
+        new = [new_topic(t, n) for t, n in topics.items()]
         for fut in admin.create_topics(new).values():
             fut.result(30)
         deadline = time.monotonic() + 60
