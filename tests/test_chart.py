@@ -601,7 +601,7 @@ def test_operator_pod_knobs_reach_the_deployment(helm):
     assert given["labelSelector"] == {"matchLabels": {"team": "ml"}}  # a selector given is kept
     default = by_kind(render(helm), "Deployment")[0]
     assert default["spec"]["revisionHistoryLimit"] == 10 and default["spec"]["template"]["spec"]["containers"][0]["image"] \
-        == "localhost/scorestream-operator:0.1.0"
+        == f"localhost/scorestream-operator:{yaml.safe_load((CHART / 'Chart.yaml').read_text())['appVersion']}"
     assert "envFrom" not in default["spec"]["template"]["spec"]["containers"][0]
     assert "topologySpreadConstraints" not in default["spec"]["template"]["spec"]
 
