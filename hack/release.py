@@ -50,7 +50,7 @@ COPY_PATTERNS = [
     re.compile(rf'^appVersion: "({SEMVER})"$', re.M),
     re.compile(rf"^ARG VERSION=({SEMVER})$", re.M),  # Dockerfile
     re.compile(rf"scorestream-(?:{IMAGE_NAMES}):({SEMVER})\b"),  # image references
-    re.compile(rf"scorestream-(?:{IMAGE_NAMES})-({SEMVER})\.oci\.tar\b"),  # dist/'s image archives
+    re.compile(rf"scorestream-(?:{IMAGE_NAMES})-({SEMVER})\.(?:oci\.tar|cdx\.json)\b"),  # dist/'s images and SBOMs
     re.compile(rf"scorestream-({SEMVER})\.tgz\b"),  # dist/'s chart
     re.compile(rf"kubectl-scorestream-v({SEMVER})-(?:linux|darwin|windows)-"),  # dist/'s plugin archive
     re.compile(rf"charts/scorestream --version ({SEMVER})\b"),  # the chart in an OCI registry
@@ -160,6 +160,10 @@ class Section:
                 current = None
         return ["\n".join(i).strip() for i in items]
 
+    def breaking_entries(self) -> list[str]:
+        """The entries marked as breaking: `- **BREAKING:** ...`, or `(**BREAKING** for ...)` in one."""
+        return [e for e in self.entries() if e.startswith("- **BREAKING:**") or "(**BREAKING**" in e]
+
 
 HEADING = re.compile(rf"^## \[(Unreleased|{SEMVER})\](?: - (\d{{4}}-\d{{2}}-\d{{2}}))?\s*$", re.M)
 
@@ -187,9 +191,8 @@ def unlisted_breaking_changes(root: Path = REPO) -> list[crd_compat.Change]:
     changes = [c for c in changes if not any(_judges(j, c) for j in judgements(root))]
     named = set()
     for section in since(last["version"], root):
-        for entry in section.entries():
-            if "BREAKING" in entry:
-                named |= {_field(n) for n in re.findall(r"`([^`\s]+)`", entry)}
+        for entry in section.breaking_entries():
+            named |= {_field(n) for n in re.findall(r"`([^`\s]+)`", entry)}
     return [c for c in changes if not named & _names_of(c)]
 
 
