@@ -45,7 +45,9 @@ class BuildFailed(RuntimeError):
     pass
 
 
-def _ldflags() -> str:
+def _ldflags(module: str = "kube") -> str:
+    if module == "syft":  # syft names itself, with this version, in every SBOM it writes
+        return f"-s -w -X main.version={_required_version('syft', 'github.com/anchore/syft')}"
     major, minor = KUBE_VERSION.lstrip("v").split(".")[:2]
     stamps = []
     for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
@@ -73,6 +75,15 @@ BUILDS = {
 SETUP_BUILDS = tuple(m for m in BUILDS if m != "syft")
 
 
+def _required_version(module: str, path: str) -> str:
+    """The version of `path` that tests/cluster/<module>/go.mod pins."""
+    for line in (SOURCES / module / "go.mod").read_text().splitlines():
+        words = line.removeprefix("require ").split()
+        if words[:1] == [path]:
+            return words[1]
+    raise BuildFailed(f"tests/cluster/{module}/go.mod requires no {path}")
+
+
 def _binary_names(module: str) -> list[str]:
     return [module if p == "." else p.rsplit("/", 1)[-1] for p in BUILDS[module]]
 
@@ -89,7 +100,7 @@ def module_dir(module: str) -> Path:
     that changes rebuilds alone."""
     digest = hashlib.sha256()
     digest.update(subprocess.run([_go(), "version"], capture_output=True, text=True, check=True).stdout.encode())
-    digest.update(_ldflags().encode())
+    digest.update(_ldflags(module).encode())
     for name in ("go.mod", "go.sum", "main.go"):
         p = SOURCES / module / name
         if p.is_file():
@@ -111,7 +122,7 @@ def build(modules=tuple(BUILDS), verbose: bool = False) -> dict[str, Path]:
         try:
             started = time.monotonic()
             target = staging / module if packages == ["."] else staging
-            res = subprocess.run([_go(), "build", "-trimpath", f"-ldflags={_ldflags()}", "-o", f"{target}{'' if packages == ['.'] else '/'}",
+            res = subprocess.run([_go(), "build", "-trimpath", f"-ldflags={_ldflags(module)}", "-o", f"{target}{'' if packages == ['.'] else '/'}",
                                   *packages], cwd=SOURCES / module, env=env, capture_output=not verbose, text=True)
             if res.returncode != 0:
                 raise BuildFailed(f"go build in tests/cluster/{module} failed:\n{(res.stderr or '')[-3000:]}")
