@@ -186,3 +186,32 @@ def test_the_metric_renames_name_the_code_s_series():
             continue
         old_names, new_names = (re.findall(r"`(scorestream_\w+)", cell) for cell in (old, new))
         assert set(new_names) <= set(exported) and not set(old_names) & set(exported), row
+
+
+def test_a_release_is_checked_then_recorded_as_the_next_comparison_s_base(tmp_path):
+    """`make release`'s gate and record on a committed copy of the files they read: refused until
+    the CHANGELOG dates the version, then recorded with its commit and CRD, the judgements gone."""
+    v = release.version()
+    for rel in ({c.path for c in release.copies()} | {"pyproject.toml", str(release.CRD), str(release.CHANGELOG),
+                                                       str(release.RECORD), str(release.JUDGED),
+                                                       *(r["crd"] for r in release.record()["release"])}):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO / rel, tmp_path / rel)
+    git = lambda *a: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=tmp_path,
+                                    check=True, capture_output=True, text=True).stdout.strip()
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "tree")
+    assert any("has no `## [" in p for p in release.check(v, tmp_path))
+    changelog = (tmp_path / release.CHANGELOG).read_text()
+    changelog = changelog.replace("## [Unreleased]\n", f"## [Unreleased]\n\n## [{v}] - 2099-01-01\n", 1)
+    (tmp_path / release.CHANGELOG).write_text(changelog + f"[{v}]: https://example.invalid/v{v}\n")
+    assert release.check(v, tmp_path) == ["the work tree has uncommitted changes: a release is cut from a commit"]
+    git("commit", "-qam", "the notes")
+    assert release.check(v, tmp_path) == []
+    release.record_release(v, tmp_path)
+    last = release.last_release(tmp_path)
+    assert (last["version"], last["date"], last["commit"]) == (v, "2099-01-01", git("rev-parse", "HEAD"))
+    assert (tmp_path / last["crd"]).read_text() == (REPO / release.CRD).read_text()
+    assert release.judgements(tmp_path) == [] and release.unlisted_breaking_changes(tmp_path) == []
+    assert release.bump_needed(tmp_path) is None and release.check(v, tmp_path)  # released: not again
