@@ -2,8 +2,9 @@
 executors in their own JVMs. Through kill -9 of the driver, kill -9 of an executor, a stateless
 upgrade and a rescale, a read_committed consumer sees every input offset exactly once across the
 output and dead-letter topics. Zombies are fenced: a producer holding a partition's transactional
-id, with a transaction open, from before a restart; and an executor paused while it writes (its
-machine stopped), given up by its driver, then resumed after its partitions moved on.
+id, with a transaction open, from before a restart; and an executor cut off from the network while
+it writes (its worker, a machine of its own, in a network namespace of the test's whose packets are
+dropped), given up by its driver, then let through to the broker after its partitions moved on.
 
 SCORESTREAM_EO_RECORDS sets the stream's size (CI: 60,000; the issue's full run: 200,000).
 """
@@ -24,8 +25,10 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from scorestream import naming
 from scorestream.tools.demo import feed, models
+from scorestream.tools.local.broker import EmbeddedBroker
+from harness.netns import OwnHost, Unavailable
 from harness.quota import producers_throttled
-from harness.standalone import standalone_conf
+from harness.standalone import StandaloneCluster, standalone_conf
 from harness.streaming import Stream, drained, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker]
@@ -148,28 +151,14 @@ def fenced_in(log: Path) -> str:
     return next((e for e in ("ProducerFencedException", "InvalidProducerEpochException") if e in text), "")
 
 
-def parent_of(pid: int) -> int:
-    """The parent process: an executor's standalone worker, which launched it."""
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-
-
 @contextmanager
-def machine_paused(executor: int):
-    """An executor's machine paused: its standalone worker and it stopped (SIGSTOP). Yields a
-    function that resumes one of the two early; whatever is still stopped resumes on exit."""
-    paused = [parent_of(executor), executor]
-    for pid in paused:
-        os.kill(pid, signal.SIGSTOP)
-
-    def resume(pid: int) -> None:
-        os.kill(pid, signal.SIGCONT)
-        paused.remove(pid)
-
+def partitioned(host: OwnHost):
+    """A machine cut off from the network (every packet of its test host dropped), healed on exit."""
+    host.cut()
     try:
-        yield resume
+        yield host
     finally:
-        for pid in paused:
-            os.kill(pid, signal.SIGCONT)
+        host.heal()
 
 
 def log_tail(log: Path, size: int = 1 << 16) -> str:
@@ -204,65 +193,75 @@ def one_writing(work: Path, executors: list[int]) -> int | None:
     return None
 
 
-def zombie_fenced(s, job, work: Path, gone: set[int], keep_going, attempts: int = 3, slowed=nullcontext) -> tuple:
+def zombie_fenced(s, job, work: Path, gone: set[int], keep_going, hosts: list[OwnHost], attempts: int = 3,
+                  slowed=nullcontext) -> tuple:
     """A zombie executor, fenced. The machine of an executor inside a transaction (the first of
-    ``live_executors(work, gone)`` seen so; added to `gone`) is paused; its driver gives it up
-    (heartbeats) and its work to another executor, until every partition is committed past where it was
-    (``keep_going(job, moved_on)`` waits for that and returns the job, restarted if its driver had
-    to be): each partition's transactional id has been taken over (initTransactions) by a
-    successor. Then the executor resumes alone and goes on with its open transaction: its worker,
-    still paused, cannot kill it first, as it would at once for a driver that gave it up. The
-    broker refuses it; none of its records becomes visible (``assert_each_input_once``). Then the
-    worker resumes, writes the executor's log (it copies its executors' output) and kills it.
+    ``live_executors(work, gone)`` seen so; added to `gone`) is cut off from the network: its
+    driver, its master and the broker hear nothing from it, nor it from them. Its driver gives it
+    up (heartbeats) and its work to another executor, until every partition is committed past where
+    it was (``keep_going(job, moved_on)`` waits for that and returns the job, restarted if its
+    driver had to be): each partition's transactional id has been taken over (initTransactions) by
+    a successor. Then the path to the broker heals, and only that: the zombie goes on with its open
+    transaction and the broker refuses it; none of its records becomes visible
+    (``assert_each_input_once``). Its worker copies what it logs meanwhile. Then the rest heals:
+    its worker hears from its master that its executor was given up, and kills it. (Healed all at
+    once, the worker or the driver may stop the executor before its producer hears from the broker.)
 
-    Catching a task inside its transaction: `slowed()` is entered from the search to the pause
-    (a micro-batch's transaction may last milliseconds: the caller makes it last seconds). The
-    task may still end between the log's last line and the pause; or, on resuming, Spark may stop
-    the executor before its producer hears from the broker (the driver's StopExecutor to an
-    executor it gave up, SPARK-13519, waits in its socket; its first heartbeat is answered with
-    an order to re-register, which fails): a race of milliseconds either way. Then another executor is
-    paused, up to `attempts` in all. Returns the job and the refusal's exception (and attempt)."""
+    Catching a task inside its transaction: `slowed()` is entered from the search to the cut (a
+    micro-batch's transaction may last milliseconds: the caller makes it last seconds). The task
+    may still end between the log's last line and the cut: then another executor is cut off, up
+    to `attempts` in all. Returns the job and the refusal's exception (and attempt)."""
     for attempt in range(1, attempts + 1):
-        with ExitStack() as paused:
+        with ExitStack() as cut:
             with slowed():
                 executor = wait_until(lambda: one_writing(work, live_executors(work, gone)), timeout=300,
                                       what="an executor inside a transaction", every=0.02)
                 gone.add(executor)
-                resume = paused.enter_context(machine_paused(executor))
+                host = cut.enter_context(partitioned(next(h for h in hosts if h.holds(executor))))
             log = executor_stderr(work, executor)
             at = [committed(s, [p]) for p in range(s.partitions)]
             job = keep_going(job, lambda: all(committed(s, [p]) > at[p] for p in range(s.partitions)))
-            resume(executor)
-            time.sleep(10)  # the zombie's turn: its sends and commit answered, its worker still paused
-        try:  # the worker copies what the zombie wrote meanwhile into its log, then kills it
-            wait_until(lambda: fenced_in(log), timeout=30, what="the resumed executor refused as fenced")
+            host.let_through(s.broker.host, s.broker.port)
+            try:
+                wait_until(lambda: fenced_in(log), timeout=120, what="the zombie refused as fenced")
+            except TimeoutError:
+                continue
             return job, f"{fenced_in(log)} (attempt {attempt})"
-        except TimeoutError:
-            continue
-    raise AssertionError(f"no paused executor was refused as fenced in {attempts} attempts")
+    raise AssertionError(f"no executor cut off was refused as fenced in {attempts} attempts")
 
 
-# The worst zombie: one whose requests outlive its pause (a minute or two on a loaded machine), so
-# that it goes on with its transaction on resuming. With the clients' defaults (30 s, 2 min) its
-# producer would have given its requests up and be re-initialising, also refused; but Spark
-# shuts a given-up executor down first, as it re-registers, and the refusal never shows.
+# The worst zombie: one whose requests outlive the partition (a minute or two on a loaded
+# machine), so that it goes on with its transaction once it reaches the broker again. With the
+# clients' defaults (30 s, 2 min) its producer gives its requests up while cut off, and may fail
+# its task before it reaches the broker again.
 ZOMBIE_CLIENT = {"request.timeout.ms": "600000", "delivery.timeout.ms": "900000"}
 
 
-def eo_conf(executors: int) -> dict[str, str]:
+# Spark's own defence against zombies: an executor exits once its driver's connection has been
+# quiet for spark.network.timeout with requests outstanding, or after 60 failed heartbeats. A
+# partition shorter than that, and longer than the driver takes to give the executor up (the same
+# timeout), leaves a zombie: its task goes on once the network heals, and only the broker stops it.
+# Here the driver gives an executor up after 20 s (eo_conf) and executors give their driver up after
+# ten minutes (their JVMs' own setting: a spark.rpc.* property an executor starts with stays), so
+# that the zombie lives on however long its partitions take to move on.
+ZOMBIE_EXECUTOR = {"spark.executorEnv.JAVA_TOOL_OPTIONS": "-Dspark.rpc.io.connectionTimeout=600s",
+                   "spark.executor.heartbeat.maxFailures": "1000"}
+
+
+def eo_conf(executors: int, cluster: StandaloneCluster | None = None) -> dict[str, str]:
     # A cut-off executor is declared lost within seconds, not Spark's two minutes: the zombie's
     # tasks go to the other executor while the test waits. Its driver so gives it up (heartbeats)
-    # before its master gives up its paused worker (a minute): a driver told by the master that
-    # the worker is lost orders the executor to shut down, which it does on resuming, first.
+    # before its master gives up its cut-off worker (a minute).
     # The master launches executors while the app has cores to take (spark.cores.max, all by
     # default): on a cluster of more workers than executors, the cap keeps it to `executors`.
-    return {**standalone_conf(executors), "spark.network.timeout": "20s", "spark.network.timeoutInterval": "2s",
-            "spark.executor.heartbeatInterval": "2s", "spark.cores.max": str(executors)}
+    return {**standalone_conf(executors, cluster), "spark.network.timeout": "20s",
+            "spark.network.timeoutInterval": "2s", "spark.executor.heartbeatInterval": "2s",
+            "spark.cores.max": str(executors)}
 
 
-# TensorFlow scores in Python workers (mapInArrow), between the source and the transactional sink:
-# each input partition must still reach the sink whole and in order. (PMML's kill -9 of the driver
-# is the first fault of the test after this one.)
+# TensorFlow scores in a stage of its own (Scorer.tensorFlow, thousands of rows a call), between the
+# source and the transactional sink: each input partition must still reach the sink whole and in
+# order. (PMML's kill -9 of the driver is the first fault of the test after this one.)
 def test_kill_9_of_a_tensorflow_job_writes_nothing_twice(serving, demo_models):
     """In one JVM: kill -9 of the job mid-stream, restart, every input once."""
     s = serving(partitions=2, delivery="exactlyOnce", kafka={"maxOffsetsPerTrigger": 500})
@@ -282,19 +281,63 @@ def test_kill_9_of_a_tensorflow_job_writes_nothing_twice(serving, demo_models):
     assert max(seen.values()) == 1, {k: c for k, c in seen.items() if c > 1}
 
 
+@pytest.fixture(scope="module")
+def hosts():
+    """Three test hosts of the test's own (harness/netns.py), a worker's machine each: the second
+    and third reach the first's end of its pair, where the master, the job's driver and its broker
+    listen. Removed however the tests end, and checked gone: the host's namespaces and links as
+    they were (the rules a test adds live inside the namespaces)."""
+    made: list[OwnHost] = []
+    try:
+        for _ in range(3):
+            try:
+                made.append(OwnHost.make())
+            except Unavailable as e:
+                pytest.skip(f"the zombie's network partition needs test hosts of our own: {e}")
+            # A healed partition's connections resume within 5 s, not after TCP's backoff (up to
+            # two minutes), and outlive a partition of 20 minutes: the test waits less for the
+            # zombie's next send.
+            made[-1].retransmit_within(5000)
+        for h in made[1:]:
+            h.route_to(made[0].ours)
+        yield made
+    finally:
+        for h in made:
+            h.remove()
+    left = [h.name for h in made
+            if Path(f"/run/netns/{h.name}").exists() or Path(f"/sys/class/net/{h.name}-a").exists()]
+    assert not left, f"test hosts left on the host: {left}"
+
+
+@pytest.fixture(scope="module")
+def machines_apart(hosts, tmp_path_factory):
+    """``machines`` (harness/standalone.py) with each worker on a test host of its own: one can be
+    cut off from the network."""
+    c = StandaloneCluster(tmp_path_factory.mktemp("machines"), cores=1, workers=3, hosts=hosts).start()
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def broker_apart(hosts, tmp_path_factory):
+    """A broker the workers' executors reach: on the first host's end of its pair."""
+    with EmbeddedBroker(host=hosts[0].ours, log=tmp_path_factory.mktemp("broker") / "kafka.log") as b:
+        yield b
+
+
 # Three job starts and two executor replacements: minutes each when the cores are shared.
 @pytest.mark.timeout(3000)
-def test_exactly_once_through_kills_a_zombie_an_upgrade_and_a_rescale(serving, machines, tmp_path):
-    s = serving(partitions=PARTITIONS, delivery="exactlyOnce",
+def test_exactly_once_through_kills_a_zombie_an_upgrade_and_a_rescale(serving, machines_apart, broker_apart, hosts):
+    s = serving(on=broker_apart, partitions=PARTITIONS, delivery="exactlyOnce",
                 kafka={"maxOffsetsPerTrigger": 8000, "properties": ZOMBIE_CLIENT},
-                spark={"master": machines.master, "conf": eo_conf(2)})
+                spark={"master": machines_apart.master, "conf": {**eo_conf(2, machines_apart), **ZOMBIE_EXECUTOR}})
     s.publish(models.descriptor("tree", "1", "pmml", models.tree_pmml()))
     # A live stream over about two and a half minutes, and more where the faults take longer
     # (flowing): every fault below lands while records flow. Every 997th record is broken: dead
     # letters count too.
     chunk = max(PARTITIONS, RECORDS // 600 // PARTITIONS * PARTITIONS)  # whole rounds: record i in i % PARTITIONS
     streams = [Stream(s, RECORDS, chunk=chunk, pause=0.25, broken_every=997)]
-    work = Path(machines.workdir) / "work"  # the workers' folder: each executor runs in a folder of its own there
+    work = Path(machines_apart.workdir) / "work"  # the workers' folder: each executor runs in a folder of its own there
     started = time.monotonic()
     streams[0].start()
     n = RECORDS
@@ -339,7 +382,8 @@ def test_exactly_once_through_kills_a_zombie_an_upgrade_and_a_rescale(serving, m
     gone = {executors[0]}  # killed or stopped here: never counted as a live executor again
     steps.append(f"executor killed at {committed(s)}")
 
-    # 3. A zombie: an executor's machine paused while it writes, resumed once its work has moved on.
+    # 3. A zombie: an executor's machine cut off from the network while it writes, let through to
+    # the broker once its work has moved on.
     past(0.35)
     # The master replaces a lost executor within seconds, or minutes on a loaded machine.
     wait_until(lambda: len(live_executors(work, gone)) == 2, timeout=300, what="two live executors")
@@ -357,9 +401,10 @@ def test_exactly_once_through_kills_a_zombie_an_upgrade_and_a_rescale(serving, m
         with producers_throttled(s.broker.bootstrap, 1024):
             yield
 
-    job, refused = zombie_fenced(s, job, work, gone, others_go_on, attempts=4, slowed=slowed)
-    steps.append(f"executor paused while writing, its partitions written by another, resumed: refused with"
-                 f" {refused} at {committed(s)}")
+    cut_at = time.monotonic()
+    job, refused = zombie_fenced(s, job, work, gone, others_go_on, hosts, attempts=4, slowed=slowed)
+    steps.append(f"executor cut off while writing, its partitions written by another, let through to the broker:"
+                 f" refused with {refused} at {committed(s)}, {time.monotonic() - cut_at:.0f}s for the step")
 
     # 4. An upgrade: a graceful stop, then a new configuration from a fresh checkpoint, which starts
     # from the offsets the transactions committed.

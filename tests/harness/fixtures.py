@@ -108,6 +108,11 @@ def orphans_of_killed_runs_stopped():
     orphans.mark_this_process()
     for killed in orphans.sweep():
         print(f"stopped an orphan of a killed test run: {killed}")
+    if os.geteuid() == 0:  # only root makes test hosts (harness/netns.py)
+        from harness import netns
+
+        for host in netns.sweep_stale():
+            print(f"removed a killed test run's test host: {host}")
     for folder in orphans.sweep_folders():
         print(f"removed a killed test run's folder: {folder}")
 
@@ -309,8 +314,9 @@ def _merge(into: dict, extra: dict) -> None:
 def serving(broker, tmp_path):
     made: list[Serving] = []
 
-    def make(**config) -> Serving:
-        s = Serving(broker, tmp_path / f"s{len(made)}", **config)
+    def make(on: EmbeddedBroker | None = None, **config) -> Serving:
+        """A serving setup on the shared broker, or `on` another."""
+        s = Serving(on or broker, tmp_path / f"s{len(made)}", **config)
         made.append(s)
         return s
 

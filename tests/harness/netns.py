@@ -5,16 +5,30 @@ pod only at a non-loopback IP, and Endpoints refuse loopback addresses. The name
 pair plays the pod's IP; a forwarder inside it passes each connection to a port on our end of the
 pair, where the test's server listens. Traffic stays between the two namespaces. Needs root and
 iproute2 (`ip netns`); where either is missing, `OwnHost.make` says why.
+
+A host can also stand for a machine of its own (a Spark worker and its executors run in it) and be
+cut off from everything (`cut`: its packets dropped by netfilter rules inside the namespace, which
+go with it), one path let through first (`let_through`), then joined again (`heal`).
+
+The host's end of the pair carries, as its alias, the pid of the test process that made it: a run
+killed before `remove()` leaves the namespace and the link, which the next session removes
+(`sweep_stale`).
 """
 
 from __future__ import annotations
 
+import ipaddress
+import os
 import subprocess
 import sys
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+from harness import orphans
+
+NETWORK = "198.18.0.0/16"  # of RFC 2544's 198.18.0.0/15; the real node takes 198.19.0.0/24
 
 # Runs inside the namespace: every connection to :listen goes on to target:port.
 FORWARDER = """
@@ -59,24 +73,78 @@ class OwnHost:
     def make(cls) -> "OwnHost":
         tag = uuid.uuid4().hex[:6]
         # 198.18.0.0/15 is set aside for testing (RFC 2544); a /30 of it joins only these two ends.
-        octet = int(tag[:2], 16)
-        host = cls(f"ss-{tag}", f"198.18.{octet}.1", f"198.18.{octet}.2")
+        ours, address = _free_pair()
+        host = cls(f"ss-{tag}", ours, address)
         try:
             _ip("netns", "add", host.name)
         except (Unavailable, FileNotFoundError) as e:
             raise Unavailable(f"cannot make a network namespace here: {e}") from None
         try:
-            _ip("link", "add", f"{host.name}-a", "type", "veth", "peer", "name", f"{host.name}-b")
-            _ip("link", "set", f"{host.name}-b", "netns", host.name)
+            _ip("link", "add", f"{host.name}-a", "type", "veth", "peer", "name", host.link)
+            owner = os.environ.get(orphans.OWNER_ENV) or os.getpid()
+            _ip("link", "set", f"{host.name}-a", "alias", f"{OWNER_ALIAS}{owner}")
+            _ip("link", "set", host.link, "netns", host.name)
             _ip("addr", "add", f"{host.ours}/30", "dev", f"{host.name}-a")
             _ip("link", "set", f"{host.name}-a", "up")
-            for args in (("addr", "add", f"{host.address}/30", "dev", f"{host.name}-b"),
-                         ("link", "set", f"{host.name}-b", "up"), ("link", "set", "lo", "up")):
+            for args in (("addr", "add", f"{host.address}/30", "dev", host.link),
+                         ("link", "set", host.link, "up"), ("link", "set", "lo", "up")):
                 _ip("netns", "exec", host.name, "ip", *args)
         except Unavailable:
             host.remove()
             raise
         return host
+
+    @property
+    def link(self) -> str:
+        """The namespace's end of the pair."""
+        return f"{self.name}-b"
+
+    def run(self, *cmd: str) -> None:
+        """`cmd` run inside the namespace, checked."""
+        _ip("netns", "exec", self.name, *cmd)
+
+    def command(self, *cmd: str) -> list[str]:
+        """`cmd` to start inside the namespace (`ip netns exec` execs it: its pid is cmd's)."""
+        return ["ip", "netns", "exec", self.name, *cmd]
+
+    def holds(self, pid: int) -> bool:
+        """Whether process `pid` runs in this host's namespace."""
+        return os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat(f"/run/netns/{self.name}").st_ino
+
+    def route_to(self, address: str) -> None:
+        """`address`, another of this host's (another pair's end), reached through our end: the
+        host takes packets for its own addresses in from any link, without forwarding."""
+        self.run("ip", "route", "add", f"{address}/32", "via", self.ours)
+
+    def retransmit_within(self, ms: int) -> bool:
+        """TCP retransmissions from inside the namespace at most `ms` apart, for sockets made from
+        now on (net.ipv4.tcp_rto_max_ms, Linux 6.15+; per namespace, as tcp_retries2: gone with
+        it). A healed partition's connections so resume within `ms`, not after a backoff of up to
+        two minutes. They give up after 255 retransmissions (the most tcp_retries2 takes), about
+        255 times `ms`, not after 15, which so close together would end them within a minute.
+        False where the kernel has no such setting."""
+        if not Path("/proc/sys/net/ipv4/tcp_rto_max_ms").exists():
+            return False
+        self.run("sysctl", "-qw", f"net.ipv4.tcp_rto_max_ms={ms}", "net.ipv4.tcp_retries2=255")
+        return True
+
+    def cut(self) -> None:
+        """Every packet over the pair dropped, both ways, by rules inside the namespace: a network
+        partition, nothing refused or reset. Connections stay open and their senders retransmit."""
+        for chain, way in (("INPUT", "-i"), ("OUTPUT", "-o")):
+            self.run("iptables", "-A", chain, way, self.link, "-j", "DROP")
+
+    def let_through(self, address: str, port: int) -> None:
+        """While cut: TCP to and from `address:port` passes again (one path of a partition healed)."""
+        self.run("iptables", "-I", "OUTPUT", "-o", self.link, "-p", "tcp", "-d", address, "--dport", str(port),
+                 "-j", "ACCEPT")
+        self.run("iptables", "-I", "INPUT", "-i", self.link, "-p", "tcp", "-s", address, "--sport", str(port),
+                 "-j", "ACCEPT")
+
+    def heal(self) -> None:
+        """The rules of `cut` and `let_through` gone: everything passes again."""
+        for chain in ("INPUT", "OUTPUT"):
+            self.run("iptables", "-F", chain)
 
     def forward(self, listen: int, port: int) -> None:
         """Connections to `address:listen` reach `ours:port`."""
@@ -97,9 +165,47 @@ class OwnHost:
         if self.forwarder is not None and self.forwarder.poll() is None:
             self.forwarder.kill()
             self.forwarder.wait(10)
-        # Deleting the namespace deletes its end of the pair, and with it ours.
-        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
-        subprocess.run(["ip", "link", "del", f"{self.name}-a"], capture_output=True)
+        _remove(self.name)
+
+
+# The alias of a host's end of the pair: the test process that made it (`sweep_stale`).
+OWNER_ALIAS = "scorestream-test-owner="
+
+
+def _remove(name: str) -> None:
+    # Deleting the namespace deletes its end of the pair (and its rules), and with it ours.
+    subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    subprocess.run(["ip", "link", "del", f"{name}-a"], capture_output=True)
+
+
+def _free_pair() -> tuple[str, str]:
+    """(our end, the namespace's end) of a random /30 of NETWORK no address on the host is in: two
+    hosts made at once, or one another run left, never share a subnet."""
+    out = subprocess.run(["ip", "-o", "-4", "addr"], capture_output=True, text=True).stdout
+    held = [ipaddress.ip_interface(line.split()[3]) for line in out.splitlines() if len(line.split()) > 3]
+    subnets = list(ipaddress.ip_network(NETWORK).subnets(new_prefix=30))
+    for i in range(len(subnets)):
+        subnet = subnets[(int(uuid.uuid4().hex[:4], 16) + i) % len(subnets)]
+        if not any(subnet.overlaps(h.network) for h in held):
+            ours, address = subnet.hosts()
+            return str(ours), str(address)
+    raise Unavailable(f"every /30 of {NETWORK} is held by an address on this host")
+
+
+def sweep_stale() -> list[str]:
+    """Remove the hosts whose test process is gone (a run killed before `remove()`): their
+    namespace, with its rules, and their pair. Those without an owner are not ours to judge."""
+    removed = []
+    for link in Path("/sys/class/net").glob("ss-*-a"):
+        try:
+            alias = (link / "ifalias").read_text().strip()
+        except OSError:
+            continue
+        owner = alias.removeprefix(OWNER_ALIAS)
+        if alias.startswith(OWNER_ALIAS) and owner.isdigit() and not orphans.alive(int(owner)):
+            _remove(link.name.removesuffix("-a"))
+            removed.append(link.name.removesuffix("-a"))
+    return removed
 
 
 # Run directories the host keeps after the tests that made them: `ip netns add` makes /run/netns
