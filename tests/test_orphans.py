@@ -7,7 +7,10 @@ import os
 import subprocess
 import time
 
+import pytest
+
 from harness import orphans
+from harness.netns import OWNER_ALIAS, OwnHost, Unavailable, sweep_stale
 
 
 def _started_by(owner: int) -> subprocess.Popen:
@@ -39,3 +42,20 @@ def test_a_killed_runs_folders_are_removed_and_a_live_runs_and_unmarked_ones_are
     orphans.mark_folder(ours)
     assert orphans.sweep_folders(tmp_path) == [str(gone)]
     assert not gone.exists() and ours.exists() and unmarked.exists()
+
+
+def test_a_killed_runs_test_hosts_are_removed_and_a_live_runs_are_not():
+    """Test hosts (harness/netns.py: a namespace and a veth pair) carry their test process's pid."""
+    try:
+        left, ours = OwnHost.make(), OwnHost.make()
+    except Unavailable as e:
+        pytest.skip(str(e))
+    try:
+        subprocess.run(["ip", "link", "set", f"{left.name}-a", "alias",
+                        f"{OWNER_ALIAS}{orphans.no_such_pid()}"], check=True)
+        assert left.name in sweep_stale()
+        assert not os.path.exists(f"/run/netns/{left.name}") and not os.path.exists(f"/sys/class/net/{left.name}-a")
+        assert os.path.exists(f"/sys/class/net/{ours.name}-a"), "a live run's test host was removed"
+    finally:
+        left.remove()
+        ours.remove()
