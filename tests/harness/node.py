@@ -360,7 +360,7 @@ class Node:
     def _containerd_config(self) -> Path:
         d = self.dir
         net = d / "cni" / "net.d"
-        net.mkdir(parents=True)
+        net.mkdir(parents=True, exist_ok=True)  # again at a restart
         (net / "10-scorestream.conflist").write_text(json.dumps({
             "cniVersion": "0.4.0", "name": "scorestream",
             "plugins": [
