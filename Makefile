@@ -20,7 +20,7 @@ SCORER_JAR := $(JVM_MODULE)/target/.scorer-built
 
 # The real node's parts and the image builder, from Debian (bookworm fixes their versions:
 # containerd 1.6, runc 1.1, the CNI plugins 1.1, buildah 1.28).
-NODE_PACKAGES := containerd runc containernetworking-plugins buildah debootstrap iptables conntrack
+NODE_PACKAGES := containerd runc containernetworking-plugins buildah debootstrap iptables conntrack ipset
 
 .PHONY: setup setup-demo demo test test-quick bench bench-operator fuzz-operator soak clean images dist release test-release node-packages generate plugin helm
 
@@ -113,7 +113,7 @@ soak: setup
 	SCORESTREAM_LONG_CHECKS=1 PYTHONDONTWRITEBYTECODE= $(BIN)/pytest tests/long/test_soak.py -s -p no:cacheprovider
 
 node-packages:
-	@command -v buildah >/dev/null 2>&1 && command -v containerd >/dev/null 2>&1 && [ -x /usr/lib/cni/bridge ] || { \
+	@command -v buildah >/dev/null 2>&1 && command -v containerd >/dev/null 2>&1 && command -v ipset >/dev/null 2>&1 && [ -x /usr/lib/cni/bridge ] || { \
 	  echo "installing the real node's parts and buildah (Debian): $(NODE_PACKAGES)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(NODE_PACKAGES); }
 

@@ -58,7 +58,7 @@ def _ldflags(module: str = "kube") -> str:
 
 # module directory → the packages it builds (binary name = last path element; "." = the module's name).
 # The control plane is kube's first three, etcd and kwok; the real node (tests/harness/node.py) adds the
-# kubelet, kube-proxy, CoreDNS and the pod sandbox's pause.
+# kubelet, kube-proxy, CoreDNS, the pod sandbox's pause and kube-router's NetworkPolicy enforcer.
 BUILDS = {
     "kube": ["k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager",
              "k8s.io/kubernetes/cmd/kube-scheduler", "k8s.io/kubernetes/cmd/kubelet", "k8s.io/kubernetes/cmd/kube-proxy"],
@@ -66,6 +66,8 @@ BUILDS = {
     "kwok": ["sigs.k8s.io/kwok/cmd/kwok"],
     "coredns": ["github.com/coredns/coredns"],
     "pause": ["."],
+    # The real node's NetworkPolicy enforcer: kube-router's firewall alone (tests/cluster/kube-router/go.mod says why).
+    "kube-router": ["github.com/cloudnativelabs/kube-router/v2/cmd/kube-router"],
     # Not the control plane's: Google Cloud Storage's JSON API for the object-store tests.
     "fakegcs": ["github.com/fsouza/fake-gcs-server"],
     # Not the tests' either: `make release` writes each image's bill of materials with it.

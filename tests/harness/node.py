@@ -71,9 +71,9 @@ def missing() -> str | None:
     """Why a real node cannot run here, or None."""
     if os.geteuid() != 0:
         return "a real node needs root (containerd, network namespaces, cgroups)"
-    for tool in ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "nsenter", "iptables", "ip", "conntrack"):
+    for tool in ("containerd", "containerd-shim-runc-v2", "runc", "ctr", "nsenter", "iptables", "ip", "conntrack", "ipset"):
         if shutil.which(tool) is None:
-            return f"{tool} not found: the real node uses Debian's containerd, runc, iptables, conntrack and iproute2"
+            return f"{tool} not found: the real node uses Debian's containerd, runc, iptables, conntrack, ipset and iproute2"
     if not (CNI_BIN / "bridge").is_file():
         return f"the CNI plugins are not in {CNI_BIN}: apt-get install containernetworking-plugins"
     if "overlay" not in Path("/proc/filesystems").read_text():
@@ -198,6 +198,9 @@ class Node:
     host_address: str = ""  # this end of the pair: the API server and the broker listen here
     node_address: str = ""  # the node's InternalIP; CoreDNS listens here
     import_seconds: dict[str, float] = field(default_factory=dict)  # archive name -> seconds
+    # NetworkPolicies enforced (kube-router's firewall, in the node's namespace like kube-proxy);
+    # off, the bridge admits every packet, as a cluster without a policy-aware network does.
+    policies: bool = False
 
     @property
     def netns(self) -> str:
@@ -259,7 +262,7 @@ class Node:
         return self
 
     def _start(self, timeout: float) -> None:
-        bins = kube_cluster.build(("kube", "coredns", "pause"))
+        bins = kube_cluster.build(("kube", "coredns", "pause", *(("kube-router",) if self.policies else ())))
         d = self.dir
         self._cgroup_root()
         self._serving_certificate()
@@ -290,6 +293,8 @@ class Node:
         self._spawn("coredns", str(bins["coredns"]), "-conf", str(corefile))
         self._wait(lambda: kube_cluster.node_ready(self.cp.get(f"/api/v1/nodes/{NODE_NAME}")), timeout,
                    f"node {NODE_NAME} Ready")
+        if self.policies:  # it finds its node by the Node object, which the kubelet registers
+            self._policy_enforcer(bins["kube-router"], kubeconfig)
         self._wait(lambda: self.cp.get("/api/v1/namespaces/default/serviceaccounts/default") is not None, timeout,
                    "the default ServiceAccount")
 
@@ -322,6 +327,17 @@ class Node:
         self._kubelet(kube_cluster.build(("kube",))["kubelet"])
         self._wait(lambda: kube_cluster.node_ready(self.cp.get(f"/api/v1/nodes/{NODE_NAME}")), timeout,
                    f"node {NODE_NAME} Ready again")
+
+    def _policy_enforcer(self, binary: Path, kubeconfig: Path) -> None:
+        """kube-router's firewall alone: its iptables chains and ipsets are made in the node's
+        namespace and go with it. Its router and service proxy stay off (kube-proxy is the node's);
+        no health or metrics port is opened."""
+        self._spawn("kube-router", str(binary), f"--kubeconfig={kubeconfig}", f"--hostname-override={NODE_NAME}",
+                    "--run-firewall=true", "--run-router=false", "--run-service-proxy=false", "--enable-cni=false",
+                    "--enable-ipv6=false", f"--service-cluster-ip-range={SERVICE_CIDR}", "--health-port=0",
+                    "--metrics-port=0")
+        self._wait(lambda: "KUBE-ROUTER-FORWARD" in self.ns("iptables-save", "-t", "filter").stdout, 120,
+                   "kube-router's NetworkPolicy chains")
 
     def _reach_api_server(self) -> None:
         """Fail in seconds, saying why, when the node's namespace cannot reach the API server
@@ -468,7 +484,7 @@ class Node:
     def stop(self) -> list[str]:
         """Stop every process of the node and its pods, remove its state, restore the host;
         returns the differences left between before and after (none, when all went well)."""
-        for name in ("kube-proxy", "coredns", "kubelet"):
+        for name in ("kube-router", "kube-proxy", "coredns", "kubelet"):
             kube_cluster.stop_group(self.procs.pop(name, None), grace=20)
         if self.dir is not None and self.socket.exists():
             self._kill_pods()
