@@ -19,8 +19,7 @@ ARG BASE_IMAGE=python:${PYTHON_VERSION}-slim-bookworm
 FROM ${BASE_IMAGE} AS requirements
 COPY pyproject.toml runtime/docker/requirements.py /deps/
 RUN python /deps/requirements.py /deps/pyproject.toml operator > /deps/operator.txt \
-    && python /deps/requirements.py /deps/pyproject.toml runtime > /deps/runtime.txt \
-    && python /deps/requirements.py /deps/pyproject.toml tensorflow --extras-only > /deps/tensorflow.txt
+    && python /deps/requirements.py /deps/pyproject.toml runtime > /deps/runtime.txt
 
 # --- sources, shared by every image ------------------------------------------------------------
 FROM ${BASE_IMAGE} AS source
@@ -60,8 +59,9 @@ ENTRYPOINT ["scorestream"]
 CMD ["operator"]
 
 # --- the JVM scorer, built by Maven (runtime/jvm/pom.xml, its JUnit tests run) with a JDK that the
-# --- runtime image does not carry, and Spark's Kafka connector, resolved by Maven and checked
-# --- against scorestream/jars.lock. Maven's repository is a build cache: a rebuild fetches nothing twice.
+# --- runtime image does not carry, and Spark's Kafka connector and TensorFlow's Java API (into a
+# --- folder of its own, for the TensorFlow image), resolved by Maven and checked against
+# --- scorestream/jars.lock. Maven's repository is a build cache: a rebuild fetches nothing twice.
 FROM ${BASE_IMAGE} AS scorer
 ARG PIP_VERSION=25.3
 ARG JDK_PACKAGE=openjdk-17-jdk-headless
@@ -87,7 +87,8 @@ RUN python -m pip install --no-deps -e /src
 ENV SPARK_LOCAL_IP=127.0.0.1 SPARK_LOCAL_HOSTNAME=localhost
 RUN --mount=type=cache,target=/root/.m2 \
     python -m scorestream.runtime.jvm \
-    && python -m scorestream.jars resolve spark-kafka
+    && python -m scorestream.jars resolve spark-kafka \
+    && SCORESTREAM_CACHE=/jars-tf python -m scorestream.jars resolve tensorflow
 
 # --- the runtime, PMML only: Java 17, pyspark and its Kafka connector, PMML4S, the scorer ---------
 FROM ${BASE_IMAGE} AS runtime-pmml
@@ -102,7 +103,7 @@ LABEL org.opencontainers.image.title="scorestream-runtime-${FLAVOUR}" \
       org.opencontainers.image.licenses="Apache-2.0"
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
     SCORESTREAM_JVM_DIR=/opt/scorestream/jvm SCORESTREAM_CACHE=/opt/scorestream/jars \
-    PYSPARK_PYTHON=python PYSPARK_DRIVER_PYTHON=python HOME=/tmp
+    PYSPARK_PYTHON=python PYSPARK_DRIVER_PYTHON=python HOME=/tmp SCORESTREAM_TENSORFLOW=absent
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends "${JRE_PACKAGE}" procps tini \
@@ -130,16 +131,11 @@ EXPOSE 8080 9090 7078 7079
 ENTRYPOINT ["tini", "--", "/opt/scorestream/entrypoint.sh"]
 CMD ["driver"]
 
-# --- the runtime with TensorFlow: the PMML image plus TensorFlow ----------------------------------
+# --- the runtime with TensorFlow: the PMML image plus TensorFlow's Java API and native libraries,
+# --- which the scorer runs TensorFlow models with (JavaCPP unpacks the libraries under $HOME on a
+# --- JVM's first TensorFlow model) -------------------------------------------------------------------
 FROM runtime-pmml AS runtime
-ARG PIP_CERT
-USER 0
-COPY requirements.lock /deps/
-COPY --from=requirements /deps/tensorflow.txt /deps/requirements.txt
-COPY --from=requirements /deps/requirements.py /deps/
-RUN python /deps/requirements.py --hashed /deps/requirements.lock /deps/requirements.txt > /deps/hashed.txt \
-    && python -m pip install --require-hashes -r /deps/hashed.txt \
-    && rm -rf /deps
+COPY --from=scorer --chown=185:0 --chmod=g=u /jars-tf/ /opt/scorestream/jars/
+ENV SCORESTREAM_TENSORFLOW=present
 LABEL org.opencontainers.image.title="scorestream-runtime" \
       org.opencontainers.image.description="The scorestream serving job (driver and Spark executors), PMML and TensorFlow"
-USER 185:0

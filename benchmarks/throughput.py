@@ -13,7 +13,7 @@ that every peer reads; the demo's decision tree (PMML) for every PMML peer. Part
                 Keras SavedModel
   K-tf          (K-TF): the Kafka Streams peer serving tf's SavedModel with TensorFlow's Java API
                 1.1.0 (one model call per record); its predictions checked against tf's on a sample
-                of records (against scorestream's TensorFlow code in this process when tf does not
+                of records (against Python TensorFlow's own output in this process when tf does not
                 run), within a relative 1e-5: beyond it, the run exits 1 after its report
   rt            scorestream's serving job with the tree and `spark.trigger: realTime` (Spark's
                 real-time mode, batches of `--rt-batch`, 5s by default: runtime/realtime.py)
@@ -232,7 +232,7 @@ def run(args) -> dict:
                 return predictions.compare(tf_sample, predictions.matching(out, tf_sample), "scorestream TF's")
             found = predictions.sample(out)
             return predictions.compare(predictions.tf_model_predictions(keras().data, found), found,
-                                       "scorestream's TensorFlow code (runtime/tf_model.py) in this process")
+                                       "Python TensorFlow's own output in this process")
 
         part("K", k_throughput)
         part("pmml", lambda: job_throughput("pmml", tree, args.warm_records))

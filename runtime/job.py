@@ -22,7 +22,7 @@ from pathlib import Path
 
 from scorestream.config import JobConfig
 from scorestream import naming
-from scorestream.runtime import exactly_once, jvm, jvm_metrics, kafka_health, kafka_options, pipeline, verification
+from scorestream.runtime import exactly_once, jvm, jvm_metrics, kafka_health, kafka_options, pipeline
 from scorestream.runtime.executors import ExecutorControl
 from scorestream.runtime.http import StatusServer, read_token
 from scorestream.api.job_http import Readiness
@@ -43,6 +43,9 @@ class StopAfterBatch(Exception):
     """Raised instead of starting a batch once a stop was asked for: the batch is redone on restart."""
 
 
+TF_LOG_LEVEL = "2"  # TensorFlow's C++ logging (TF_CPP_MIN_LOG_LEVEL): warnings and errors
+
+
 def session_conf(config: JobConfig) -> dict[str, str]:
     """The Spark configuration of a job's session: the job's own settings, then the spec's."""
     conf = {
@@ -53,15 +56,8 @@ def session_conf(config: JobConfig) -> dict[str, str]:
         # pod's, the job's file) every redraw is one more line of noise between the job's own.
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "2",
-        "spark.sql.execution.arrow.pyspark.enabled": "true",
-        # No byte bound on the Arrow batches sent to Python (rows stay bounded by maxRecordsPerBatch,
-        # 10,000): Spark checks a byte bound after every row by sizing the whole batch, which is
-        # linear in the rows of a list column (a TensorFlow row's features), so quadratic per
-        # batch — 70% of a TensorFlow job's executor time (Java Flight Recorder). Int.MaxValue is
-        # Spark's own "no bound", which skips the check.
-        "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
-        "spark.python.worker.reuse": "true",
         "spark.sql.streaming.stopTimeout": "60s",
+        "spark.executorEnv.TF_CPP_MIN_LOG_LEVEL": TF_LOG_LEVEL,
         # Checkpoint writes without a process per file on local volumes (LocalCheckpointFileManager).
         "spark.sql.streaming.checkpointFileManagerClass": "dev.scorestream.jvm.LocalCheckpointFileManager",
     }
@@ -90,6 +86,8 @@ def spark_session(config: JobConfig):
     # Executors' Python must be this interpreter (the one with the job's dependencies).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # TensorFlow's C++ logging in the JVM (TensorFlowModel): warnings and errors, not a line per load.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", TF_LOG_LEVEL)
     builder = SparkSession.builder.master(config.spark.master)
     for k, v in session_conf(config).items():
         builder = builder.config(k, v)
@@ -172,13 +170,8 @@ class ServingJob:
             elif initial:
                 self.executors.target = int(initial)  # what a restart was asked for (local mode)
             self.scorer = pipeline.BatchScorer(self.spark, kafka_options.sink_options(self.config.kafka),
-                                              self.executors.running,
                                               exactly_once.transactional_sink(self.spark, self.config))
-            # A TensorFlow model is checked and verified in the Python workers that score batches,
-            # never in the driver (which does not import TensorFlow).
             loader = ModelLoader(self.config, self.spark.sparkContext.addFile, self._describe_pmml,
-                                 verification.worker_admission(self.spark, self.scorer.result_ddl, self.executors.running,
-                                                               self.scorer.python_workers),
                                  self.spark.sparkContext._jvm.dev.scorestream.jvm.Verifier.run,
                                  drift_baseline=self.scorer.drift_baseline)
             self.stats.drift = self.scorer.drift
@@ -258,9 +251,8 @@ class ServingJob:
             snap = self.registry.snapshot()
             if self._tables is None or self._tables[0] != snap.generation:
                 self._tables = (snap.generation, routing_table(self.config, snap, self._protobuf))
-            tf_files = {m.route: m.file for m in snap.all_models() if m.format == "tensorflow"}
             started = time.monotonic()
-            counts = self.scorer.run(df, batch_id, self._tables[1], tf_files)
+            counts = self.scorer.run(df, batch_id, self._tables[1])
             self.stats.add_batch(counts, [snap], time.monotonic() - started)
             self._last_batch = batch_id
             log.info("batch %d: %d records in %.2fs", batch_id, counts.in_, time.monotonic() - started)

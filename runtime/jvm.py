@@ -117,9 +117,31 @@ def kafka_connector_jars() -> list[Path]:
     return jars.resolve("spark-kafka")
 
 
+# Set to "absent" by the PMML-only runtime image, which carries no TensorFlow jars.
+TENSORFLOW_ENV = "SCORESTREAM_TENSORFLOW"
+NO_TENSORFLOW = ("TensorFlow is not in this image: the PMML-only runtime image (scorestream-runtime-pmml) "
+                 "serves PMML models; use scorestream-runtime for TensorFlow")
+
+
+def has_tensorflow() -> bool:
+    return os.environ.get(TENSORFLOW_ENV) != "absent"
+
+
+def tensorflow_jars() -> list[Path]:
+    """TensorFlow's Java API and its native libraries, which the scorer runs TensorFlow models with:
+    the pinned set from the cache (the runtime image's copy), none in the PMML-only image. Loaded
+    only when a TensorFlow model is first used (JavaCPP unpacks the native libraries then)."""
+    if not has_tensorflow():
+        return []
+    from scorestream import jars
+
+    return jars.resolve("tensorflow")
+
+
 def spark_jars() -> list[Path]:
-    """Everything to put on ``spark.jars``: the scorer, PMML4S and Spark's Kafka connector."""
-    return [scorer_jar(), *pmml4s_jars(), *kafka_connector_jars()]
+    """Everything to put on ``spark.jars``: the scorer, PMML4S, TensorFlow's Java API and Spark's
+    Kafka connector."""
+    return [scorer_jar(), *pmml4s_jars(), *tensorflow_jars(), *kafka_connector_jars()]
 
 
 def main() -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import threading
 import time
 from collections import deque
@@ -17,20 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from scorestream.runtime import artifacts
+from scorestream.runtime import artifacts, jvm
 from scorestream.runtime import verification
 from scorestream.api.descriptor import ModelDescriptor
 from scorestream.api.job_http import CandidateInfo, ModelInfo, Rejection
 from scorestream.api.scoring import Route, RoutingTable
 from scorestream.api.verification import VerificationReport
-from scorestream.config import REAL_TIME_PMML_ONLY, JobConfig
+from scorestream.config import JobConfig
 
 log = logging.getLogger(__name__)
-
-
-# Under Spark's one-minute idle timeout for Python workers, with room for a ping that waits for a
-# task slot behind a long batch. 0 turns it off (to measure what it saves).
-KEEP_WARM_SECONDS = float(os.environ.get("SCORESTREAM_KEEP_WARM_SECONDS", "30"))
 
 
 class ModelRejected(ValueError):
@@ -77,53 +71,26 @@ class LoadedModel:
 
 class ModelLoader:
     """Turns descriptors into checked models. ``add_file`` hands a file to the executors;
-    ``describe_pmml`` parses a PMML file in the JVM; ``check_tensorflow``
-    (``verification.worker_admission``) loads a handed-out SavedModel or frozen-graph archive where
-    TensorFlow runs (the Python workers that score batches), scores a row of zeros and the
-    sample's slots with it, in one job."""
+    ``describe_pmml`` parses a PMML file in the JVM; ``run_verifier`` (the driver JVM's
+    ``Verifier``) scores a model's verification records, and loads and checks a TensorFlow model's
+    archive against its inputs."""
 
     def __init__(self, config: JobConfig, add_file: Callable[[str], None], describe_pmml: Callable[[str], dict],
-                 check_tensorflow: Callable[[str, int, list[dict]], verification.WorkerAnswer],
                  run_verifier: Callable[[str], str] | None = None,
-                 drift_baseline: Callable[[str, str, list[str], list[dict]], int] | None = None):
+                 drift_baseline: Callable[[str, str, str, list[str], list[dict]], int] | None = None):
         self.config = config
         self.add_file = add_file
         self.describe_pmml = describe_pmml
-        self.check_tensorflow = check_tensorflow
-        self.run_verifier = run_verifier  # dev.scorestream.jvm.Verifier.run; None: models serve unverified
+        # dev.scorestream.jvm.Verifier.run; None: PMML models serve unverified, TensorFlow models not at all
+        self.run_verifier = run_verifier
         self.drift_baseline = drift_baseline  # pipeline.BatchScorer.drift_baseline; None: no drift counted
         self.dir = Path(config.work_dir) / "models"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.fields = [normalize(f) for f in config.input.fields] if config.input.fields else None
 
-    def keep_warm(self, registry: "ModelRegistry", stop: threading.Event,
-                  every: float = KEEP_WARM_SECONDS) -> threading.Thread | None:
-        """Spark stops the Python workers when none was used for a minute (its PythonWorkerFactory's
-        idle timeout), and TensorFlow and the loaded models with them: after a pause in the data the
-        next batch, or the next swap, would import TensorFlow again (5-15 s here). While a
-        TensorFlow model serves or stands as candidate, a task that does nothing keeps them in use.
-        A PMML-only job never pings, so it never starts a Python worker."""
-        ping = getattr(self.check_tensorflow, "ping", None)
-        if ping is None or every <= 0:
-            return None
-
-        def run() -> None:
-            while not stop.wait(every):
-                if any(m.format == "tensorflow" for m in registry.snapshot().all_models()):
-                    try:
-                        ping()
-                    except Exception as e:  # the context stopping; the next ping tries again
-                        log.debug("keeping the Python workers in use failed: %s", _short(e))
-
-        thread = threading.Thread(target=run, name="python-workers-in-use", daemon=True)
-        thread.start()
-        return thread
-
     def load(self, d: ModelDescriptor) -> LoadedModel:
         if ":" in d.name:
             raise ModelRejected(f"model name {d.name!r} must not contain ':'")
-        if self.config.spark.real_time and d.format != "pmml":
-            raise ModelRejected(REAL_TIME_PMML_ONLY)  # before fetching: nothing here could serve it
         steps = _Steps()
         try:
             content = artifacts.content(d.data, d.location, self.config.artifacts)
@@ -168,11 +135,11 @@ class ModelLoader:
             if not report.passed:
                 raise ModelRejected(report.summary())
         self.add_file(str(path))
-        self._baseline(d, path, inputs)
+        self._baseline(d, "pmml", path, inputs)
         return LoadedModel(d.name, d.version, d.description, d.data_type, "pmml", tuple(inputs), path.name, digest,
                            verification=report)
 
-    def _baseline(self, d: ModelDescriptor, path: Path, inputs: list[str]) -> None:
+    def _baseline(self, d: ModelDescriptor, fmt: str, path: Path, inputs: list[str]) -> None:
         """The model's drift baseline: the descriptor's baseline records, else its verification
         sample, which it has just passed (a sample at a location is fetched again: the verifier
         keeps no records)."""
@@ -184,7 +151,7 @@ class ModelLoader:
                                                   lambda loc: artifacts.content(None, loc, self.config.artifacts))
         except (artifacts.ArtifactError, ValueError) as e:  # VerificationError, BadSample: no content quoted
             raise ModelRejected(f"drift baseline: {e}") from None
-        n = self.drift_baseline(f"{d.name}:{d.version}", str(path), inputs, records)
+        n = self.drift_baseline(f"{d.name}:{d.version}", fmt, str(path), inputs, records)
         log.info("model %s: drift baseline of %d sample records", d.label, n)
 
     def _tensorflow(self, d: ModelDescriptor, content: bytes | Path, steps: "_Steps | None" = None) -> LoadedModel:
@@ -192,13 +159,14 @@ class ModelLoader:
 
         steps = steps or _Steps()
 
+        if not jvm.has_tensorflow():
+            raise ModelRejected(jvm.NO_TENSORFLOW)
         inputs = d.inputs or self.config.input.fields
         if not inputs:
             raise ModelRejected("a TensorFlow model needs its input order: set inputs in the descriptor or input.fields")
         self._check_inputs(list(inputs))
         if d.graph is not None:
-            # A frozen graph: its bytes and names are shipped as they are; TensorFlow parses them
-            # in the worker that scores (check_tensorflow), never in the driver.
+            # A frozen graph: its bytes and names are shipped as they are, for the JVM to parse.
             if isinstance(content, Path):
                 raise ModelRejected(f"{d.location} is a folder, not a frozen graph (a binary GraphDef)")
             names = d.graph.model_dump_json().encode()
@@ -224,22 +192,22 @@ class ModelLoader:
             if not archive.exists():
                 tf_model.archive(folder, archive.with_suffix(".tmp"))
                 archive.with_suffix(".tmp").replace(archive)
-        self.add_file(str(archive))
-        steps.done("unpack+ship")
-        worker, report = verification.admit_tensorflow(
-            archive.name, self.run_verifier, self.check_tensorflow, label=d.label, data_type=d.data_type,
-            inputs=list(inputs), sample=d.verification,
-            fetch=lambda loc: artifacts.content(None, loc, self.config.artifacts))
+        if self.run_verifier is None:
+            raise ModelRejected("this job cannot load a TensorFlow model (no JVM verifier)")
+        steps.done("unpack")
+        reason, report = verification.admit_tensorflow(
+            archive, self.run_verifier, label=d.label, data_type=d.data_type, inputs=list(inputs),
+            sample=d.verification, fetch=lambda loc: artifacts.content(None, loc, self.config.artifacts))
         steps.done("admission")
-        if worker.reason is not None:
-            raise ModelRejected(worker.reason)
+        if reason is not None:
+            raise ModelRejected(reason)
         if report is not None and not report.passed:
             raise ModelRejected(report.summary())
-        t = worker.seconds
-        log.info("tensorflow model %s admitted: %s (of which verification %.0f ms); in %d worker(s), the slowest: "
-                 "import TensorFlow %.0f ms, load %.0f ms, check %.0f ms, sample %.0f ms", d.label, steps,
-                 1000 * (report.seconds if report else 0), worker.workers, 1000 * t["importSeconds"],
-                 1000 * t["loadSeconds"], 1000 * t["predictSeconds"], 1000 * t["fillSeconds"])
+        self.add_file(str(archive))
+        self._baseline(d, "tensorflow", archive, list(inputs))
+        steps.done("ship+baseline")
+        log.info("tensorflow model %s admitted: %s (of which verification %.0f ms)", d.label, steps,
+                 1000 * (report.seconds if report else 0))
         return LoadedModel(d.name, d.version, d.description, d.data_type, "tensorflow", tuple(inputs), archive.name, digest,
                            verification=report)
 

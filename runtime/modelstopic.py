@@ -212,7 +212,6 @@ class ModelsFollower:
     def start(self) -> None:
         self._thread = threading.Thread(target=self._follow, name="models-follower", daemon=True)
         self._thread.start()
-        self.loader.keep_warm(self.registry, self._stop)
 
     def _follow(self) -> None:
         try:

@@ -24,9 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -47,7 +45,8 @@ from scorestream.api.verification import (
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_SECONDS = 10.0
-# A TensorFlow sample is scored in a Python worker, which may have to import TensorFlow first.
+# A TensorFlow model's bound covers loading it, and the JVM's first one loads TensorFlow's native
+# libraries first (JavaCPP unpacks them on a machine's first use).
 TENSORFLOW_TIMEOUT_SECONDS = 60.0
 # `scorestream verify` starts a JVM of its own for each model, which a job has running already;
 # on a busy machine that start alone took 5-9 s of a 10 s bound.
@@ -106,164 +105,27 @@ def verify_pmml(path: str | Path, run: RunVerifier, *, label: str, sample: Sampl
                               timeoutSeconds=timeout)
 
 
-def verify_tensorflow(fill: Callable[[list[dict]], list[dict]], run: RunVerifier, *, label: str,
-                      inputs: list[str], sample: Sample, records: list[dict[str, Any]] | None = None,
-                      timeout: float = DEFAULT_TIMEOUT_SECONDS) -> VerificationReport:
-    """A TensorFlow model on the sample, the job's way: the JVM scorer decodes each record into its
-    features (a pending slot, ``decode_sample``), then ``fill`` scores the slots with
-    ``pipeline.fill_slot`` as a batch's TensorFlow rows are (``local_filler`` for
-    ``scorestream verify``; the job scores them in the admission's worker job, ``worker_admission``),
-    and ``judge_tensorflow`` compares."""
+def verify_tensorflow(archive: str | Path, run: RunVerifier, *, label: str, inputs: list[str],
+                      sample: Sample | None, records: list[dict[str, Any]] | None = None,
+                      timeout: float = TENSORFLOW_TIMEOUT_SECONDS) -> tuple[str | None, VerificationReport | None]:
+    """A TensorFlow model's archive (``tf_model.archive`` or ``graph_archive``) loaded and checked
+    against its ``inputs`` in the JVM, and its sample scored there as a micro-batch scores records
+    (``Verifier``). Returns why it cannot serve (None: it can), and the sample's report (None
+    without a sample, or when the model cannot serve)."""
     started = time.monotonic()
-    records = records if records is not None else sample.records or []
+    records = records if records is not None else (sample.records if sample is not None else None) or []
+    request = JvmRequest(model=str(Path(archive).resolve()), format="tensorflow", inputs=list(inputs),
+                         sample=[json.dumps(r) for r in records], timeoutMillis=max(1, round(timeout * 1000)))
     try:
-        answer, slots = decode_sample(run, inputs, records, timeout)
-        filled = fill(slots) if slots else []
-    except Exception as e:  # Py4J, a failure of the model: it is not verified
-        return _failed(label, "tensorflow", _first_line(e), started, timeout)
-    return judge_tensorflow(label, records, answer, filled, sample, time.monotonic() - started, timeout)
-
-
-def decode_sample(run: RunVerifier, inputs: list[str], records: list[dict[str, Any]],
-                  timeout: float) -> tuple[JvmAnswer, list[dict]]:
-    """The sample's records decoded by the JVM scorer into the slots a batch hands TensorFlow."""
-    request = JvmRequest(model=None, inputs=inputs, sample=[json.dumps(r) for r in records],
-                         timeoutMillis=max(1, round(timeout * 1000)))
-    answer = _ask(run, request)
-    slots = [{"route": "verification", "tf": True, "features": o.features, "prediction": None, "label": None,
-              "outputs": None, "nanos": 0, "stage": o.stage, "error": o.error} for o in answer.sample]
-    return answer, slots
-
-
-def judge_tensorflow(label: str, records: list[dict[str, Any]], answer: JvmAnswer, filled: list[dict],
-                     sample: Sample, seconds: float, timeout: float) -> VerificationReport:
-    """The scored slots against the sample: ``seconds`` is the verification's own time so far."""
-    for o, f in zip(answer.sample, filled):
-        o.prediction, o.label, o.stage, o.error = f["prediction"], f["label"], f["stage"], f["error"]
-        o.outputs = dict(f["outputs"]) if f["outputs"] is not None else None
-    outcomes = answer.sample if seconds <= timeout else []  # scored too late: not checked in time
-    return VerificationReport(model=label, format="tensorflow", sets=[_sample(records, outcomes, sample)],
-                              seconds=seconds, timeoutSeconds=timeout)
-
-
-def local_filler(model_of: Callable[[str], Any]) -> Callable[[list[dict]], list[dict]]:
-    """Slots scored in this process by ``pipeline.fill_slot``, the worker's function."""
-    import pyarrow as pa
-
-    from scorestream.runtime import pipeline
-
-    return lambda slots: pipeline.fill_slot(pa.array(slots, type=_slot_type()), model_of).to_pylist()
-
-
-@dataclass
-class WorkerAnswer:
-    """What the Python workers said of a TensorFlow model: why it may not serve (None: it may), the
-    sample's slots scored, and where the time went (seconds, the slowest worker's; ``workers``: how
-    many loaded it)."""
-
-    reason: str | None
-    filled: list[dict]
-    seconds: dict[str, float]
-    workers: int
-
-
-# A worker's own account of the admission (tf_model.check_report, plus the sample's scoring).
-_REPORT_DDL = ("struct<reason:string,pid:bigint,importSeconds:double,loadSeconds:double,predictSeconds:double,"
-               "fillSeconds:double>")
-
-
-def worker_admission(spark, result_ddl: str, executors: Callable[[], int],
-                     python_workers: threading.Lock) -> Callable[[str, int, list[dict]], WorkerAnswer]:
-    """A TensorFlow model handed out through SparkFiles, admitted in one Spark job of Arrow Python
-    workers, the kind that scores batches (``pipeline.tensorflow_stage``): each of its tasks loads
-    the model (``tf_model.cached``, where it stays for the batches to come), scores a row of zeros,
-    and scores its share of the sample's slots with ``pipeline.fill_slot``. One task per executor,
-    as batches score TensorFlow with one Python worker per executor, so that the workers the next
-    batch runs in have the model loaded, and the model is loaded once per worker for the check,
-    the sample and the batches together. ``result_ddl``: ``Scorer.RESULT_DDL``, whose pending slot
-    is the slot's type; ``executors``: how many executors run now (``ExecutorControl.running``).
-
-    ``python_workers`` (``BatchScorer.python_workers``) is held while a batch scores TensorFlow. An
-    admission waits for it, so that it finds the executor's worker idle instead of starting a
-    second one (~700 MB), and the next such batch waits for the admission; a PMML-only batch does
-    not. A ping skips while it is held: the batch keeps the workers in use."""
-    from pyspark.sql.types import StructField, StructType, _parse_datatype_string
-
-    slot_type = _parse_datatype_string(result_ddl)["pending"].dataType["primary"].dataType
-    report_type = _parse_datatype_string(_REPORT_DDL)
-    schema = StructType([StructField("slot", slot_type)])
-    out_schema = StructType([StructField("slot", slot_type), StructField("report", report_type)])
-    names = slot_type.fieldNames()
-
-    def admit(name: str, n_inputs: int, slots: list[dict]) -> WorkerAnswer:
-        with python_workers:
-            return _admit(name, n_inputs, slots)
-
-    def _admit(name: str, n_inputs: int, slots: list[dict]) -> WorkerAnswer:
-        tasks = max(1, executors())
-
-        def work(batches):
-            import time as clock
-
-            import pyarrow as pa
-            from pyspark import SparkFiles
-
-            from scorestream.runtime import pipeline, tf_model
-
-            report = tf_model.check_report(name, n_inputs)
-            report["fillSeconds"] = 0.0
-            struct = pa.struct([("reason", pa.string()), ("pid", pa.int64()), ("importSeconds", pa.float64()),
-                                ("loadSeconds", pa.float64()), ("predictSeconds", pa.float64()),
-                                ("fillSeconds", pa.float64())])
-            seen = None
-            for b in batches:
-                slot = b.column("slot")
-                seen = slot.type
-                if report["reason"] is None:
-                    t0 = clock.perf_counter()
-                    slot = pipeline.fill_slot(slot, lambda _route: tf_model.cached(SparkFiles.get(name)))
-                    report["fillSeconds"] += clock.perf_counter() - t0
-                yield pa.RecordBatch.from_arrays([slot, pa.nulls(len(slot), struct)], names=["slot", "report"])
-            if seen is not None:
-                yield pa.RecordBatch.from_arrays([pa.nulls(1, seen), pa.array([report], struct)],
-                                                 names=["slot", "report"])
-
-        # A null slot per task first: every task has a row (a local relation is cut into
-        # min(rows, parallelism) slices, at least `tasks`, then joined into `tasks`), so every
-        # task checks the model.
-        rows = [(None,)] * tasks + [(tuple(s[n] for n in names),) for s in slots]
-        out = spark.createDataFrame(rows, schema).coalesce(tasks).mapInArrow(work, out_schema).collect()
-        reports = [r.report.asDict() for r in out if r.report is not None]
-        filled = [r.slot.asDict(recursive=True) if r.slot is not None else None for r in out if r.report is None]
-        reason = next((r["reason"] for r in reports if r["reason"]), None)
-        seconds = {k: max(r[k] or 0.0 for r in reports)
-                   for k in ("importSeconds", "loadSeconds", "predictSeconds", "fillSeconds")}
-        return WorkerAnswer(reason, filled[tasks:], seconds, len({r["pid"] for r in reports}))
-
-    def ping() -> None:
-        """A task in an Arrow Python worker that does nothing: the workers are in use."""
-        def same(batches):
-            yield from batches
-
-        if not python_workers.acquire(blocking=False):
-            return
-        try:
-            spark.createDataFrame([(None,)], schema).mapInArrow(same, schema).collect()
-        finally:
-            python_workers.release()
-
-    admit.ping = ping  # for ModelLoader.keep_warm
-    return admit
-
-
-def _slot_type():
-    import pyarrow as pa
-
-    # dev.scorestream.jvm.Slot.DDL, as Spark hands it to a Python worker.
-    return pa.struct([("route", pa.string()), ("tf", pa.bool_()), ("features", pa.list_(pa.float64())),
-                      ("prediction", pa.float64()), ("label", pa.string()),
-                      ("outputs", pa.map_(pa.string(), pa.float64())), ("nanos", pa.int64()),
-                      ("stage", pa.string()), ("error", pa.string())])
+        answer = _ask(run, request)
+    except Exception as e:  # Py4J, the verifier's process: the model is not verified
+        return None, _failed(label, "tensorflow", _first_line(e), started, timeout)
+    if answer.reason is not None:
+        return answer.reason, None
+    if sample is None:
+        return None, None
+    return None, VerificationReport(model=label, format="tensorflow", sets=[_sample(records, answer.sample, sample)],
+                                    seconds=time.monotonic() - started, timeoutSeconds=timeout)
 
 
 def _ask(run: RunVerifier, request: JvmRequest) -> JvmAnswer:
@@ -452,40 +314,24 @@ def admit_pmml(path: str | Path, run: RunVerifier, *, label: str, data_type: str
     return report
 
 
-def admit_tensorflow(archive: str, run: RunVerifier | None, workers: Callable[[str, int, list[dict]], "WorkerAnswer"],
-                     *, label: str, data_type: str, inputs: list[str], sample: Sample | None,
-                     fetch: Callable[[str], bytes | Path],
-                     timeout: float = TENSORFLOW_TIMEOUT_SECONDS) -> tuple["WorkerAnswer", VerificationReport | None]:
-    """The job's admission of a TensorFlow model: the sample (if any) decoded by the JVM scorer,
-    then one job of Python workers (``worker_admission``) loads and checks the model and scores the
-    sample. The report's ``seconds`` are the verification's own: decoding, scoring the sample in
-    the workers and judging it, not loading the model (which serving needs anyway). The caller
-    rejects the model with ``answer.reason``, else unless ``report.passed``; logged either way."""
-    report, answer, slots, records, decoded = None, None, [], [], 0.0
-    if sample is not None:
-        started = time.monotonic()
-        try:
-            records = sample_records(sample, fetch)
-        except Exception as e:
-            report = _failed(label, "tensorflow", f"sample: {_first_line(e)}", started, timeout)
-        else:
-            try:
-                if run is None:
-                    raise VerificationError("this job cannot verify a TensorFlow model's sample")
-                answer, slots = decode_sample(run, inputs, records, timeout)
-            except Exception as e:  # Py4J: the model is not verified
-                report = _failed(label, "tensorflow", _first_line(e), started, timeout)
-        decoded = time.monotonic() - started
-    worker = workers(archive, len(inputs), slots)
-    if worker.reason is None and answer is not None:
-        started = time.monotonic()
-        seconds = decoded + worker.seconds.get("fillSeconds", 0.0)
-        report = judge_tensorflow(label, records, answer, worker.filled, sample, seconds, timeout)
-        report.seconds += time.monotonic() - started
-    if report is not None and worker.reason is None:
+def admit_tensorflow(archive: str | Path, run: RunVerifier, *, label: str, data_type: str, inputs: list[str],
+                     sample: Sample | None, fetch: Callable[[str], bytes | Path],
+                     timeout: float = TENSORFLOW_TIMEOUT_SECONDS) -> tuple[str | None, VerificationReport | None]:
+    """The job's admission of a TensorFlow model, in the driver's JVM (``verify_tensorflow``): why
+    it cannot serve, and its sample's report. The caller rejects the model with the reason, else
+    unless ``report.passed``; a report is logged either way."""
+    started = time.monotonic()
+    try:
+        records = sample_records(sample, fetch) if sample is not None else None
+    except Exception as e:  # ArtifactError, VerificationError: the sample is unusable, so is the model
+        reason, report = None, _failed(label, "tensorflow", f"sample: {_first_line(e)}", started, timeout)
+    else:
+        reason, report = verify_tensorflow(archive, run, label=label, inputs=inputs, sample=sample, records=records,
+                                           timeout=timeout)
+    if report is not None:
         log.log(logging.INFO if report.passed else logging.WARNING, "model %s for dataType %s: %s", label, data_type,
                 report.summary())
-    return worker, report
+    return reason, report
 
 
 # -- scorestream verify --------------------------------------------------------------------------
@@ -519,14 +365,16 @@ def process_runner() -> RunVerifier:
     java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
     if not java:
         raise VerificationError("java not found: install a JDK 17+ or set JAVA_HOME")
-    cp = os.pathsep.join([str(jvm.scorer_jar()), *map(str, jvm.pmml4s_jars()), str(jvm.spark_jars_dir() / "*")])
+    cp = os.pathsep.join([str(jvm.scorer_jar()), *map(str, jvm.pmml4s_jars()), *map(str, jvm.tensorflow_jars()),
+                          str(jvm.spark_jars_dir() / "*")])
 
     def run(request: str) -> str:
         # C1 only: this JVM lives a second or two, and C2's compiling never pays back in that time
         # (the report's tree on its 1,599 records: 2.3 s a model with HotSpot's default, 1.6-1.8 s
         # and half the CPU with C1 only).
         res = subprocess.run([java, "-XX:TieredStopAtLevel=1", "-cp", cp, "dev.scorestream.jvm.Verifier"],
-                             input=request, capture_output=True, text=True)
+                             input=request, capture_output=True, text=True,
+                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")})
         if res.returncode != 0:
             # Not its stderr: the exception's text may quote the model or the sample.
             raise VerificationError(f"the verifier exited with {res.returncode}")
@@ -559,23 +407,18 @@ def cli(args: argparse.Namespace) -> int:
         inputs = args.inputs.split(",") if args.inputs else _numeric_fields(sample.records[0], args.expected_field)
         # The model's archive, as the job would ship it: gone with the command.
         with tempfile.TemporaryDirectory(prefix="scorestream-verify-") as scratch:
-            model_of = _tensorflow_model(path, args, Path(scratch))
             started = time.monotonic()
             try:
-                # Loaded and checked before the clock starts, as a job's worker has it loaded: the
-                # bound is the verification's, not TensorFlow's import. A model that does not load or
-                # cannot be fed these inputs fails once, as such, not once per record.
-                from scorestream.runtime import tf_model
-
-                reason = tf_model.check(model_of("verification"), len(inputs))
-            except Exception as e:  # whatever TensorFlow raised: the model is bad
-                shown = _first_line(e)  # the type alone where the text may quote the model
-                reason = f"tensorflow model does not load: {shown if shown == type(e).__name__ else f'{type(e).__name__}: {shown}'}"
+                archive = _tensorflow_archive(path, args, Path(scratch))
+            except ValueError as e:  # no saved_model.pb in it, an archive it cannot read
+                reason, report = f"tensorflow model does not load: {e}", None
+            else:
+                # A model that does not load or cannot be fed these inputs fails once, as such,
+                # not once per record.
+                reason, report = verify_tensorflow(archive, process_runner(), label=str(path), inputs=inputs,
+                                                   sample=sample, timeout=args.timeout)
             if reason is not None:
                 report = _failed(str(path), "tensorflow", reason, started, args.timeout)
-            else:
-                report = verify_tensorflow(local_filler(model_of), process_runner(), label=str(path),
-                                           inputs=inputs, sample=sample, timeout=args.timeout)
     if args.json:
         print(report.model_dump_json(indent=2))
     else:
@@ -588,22 +431,24 @@ def _numeric_fields(record: dict[str, Any], expected: str | None) -> list[str]:
     return [k for k, v in record.items() if k != expected and _number(v) is not None and not isinstance(v, str)]
 
 
-def _tensorflow_model(path: Path, args: argparse.Namespace, scratch: Path) -> Callable[[str], Any]:
-    """``model_of`` for a SavedModel folder or archive, or a frozen graph: loaded as a Python
-    worker loads it (from the archive the job would ship, made in `scratch`)."""
+def _tensorflow_archive(path: Path, args: argparse.Namespace, scratch: Path) -> Path:
+    """The archive the job would ship of a SavedModel folder or archive, or a frozen graph (made
+    in ``scratch``)."""
     from scorestream.api.descriptor import TensorFlowGraph
     from scorestream.runtime import tf_model
 
-    archive = path
     # A GraphDef's own file; saved_model.pb is a SavedModel's, not a graph.
     if (path.is_file() and path.suffix == ".pb" and path.name != "saved_model.pb") or args.graph_input or args.graph_output:
         names = TensorFlowGraph(input=args.graph_input, output=args.graph_output)
-        archive = scratch / "model.graph.zip"
-        tf_model.graph_archive(path.read_bytes(), names, archive)
-    elif path.is_dir():
-        archive = scratch / "model.zip"
-        tf_model.archive(path, archive)
-    return lambda _route: tf_model.cached(str(archive))
+        return tf_model.graph_archive(path.read_bytes(), names, scratch / "model.graph.zip")
+    if path.is_dir():
+        return tf_model.archive(path, scratch / "model.zip")
+    if path.suffix == ".zip":
+        return path
+    # A tar[.gz]: unpacked and zipped again, as the job does with one it fetches.
+    from scorestream.config import ArtifactPolicy
+
+    return tf_model.archive(tf_model.unpack(path.read_bytes(), scratch / "model", ArtifactPolicy()), scratch / "model.zip")
 
 
 def render(report: VerificationReport) -> str:

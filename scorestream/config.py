@@ -222,7 +222,6 @@ def check_trigger(spark: Trigger) -> None:
 
 # Spark refuses shorter real-time batches (INVALID_STREAMING_REAL_TIME_MODE_TRIGGER_INTERVAL).
 REAL_TIME_MIN_SECONDS = 5.0
-REAL_TIME_PMML_ONLY = "trigger realTime serves PMML models only: a real-time query runs no Python, and TensorFlow scores there"
 REAL_TIME_NO_MAX_OFFSETS = "trigger realTime takes no kafka.maxOffsetsPerTrigger: a real-time batch reads for its whole interval"
 
 

@@ -178,13 +178,10 @@ def invalid_case(data) -> tuple[dict, dict | None, str, str]:
         word = "metadata.name"
     elif kind == "real-time":
         obj["spec"]["spark"].update(trigger="realTime", triggerInterval="5s")
-        fault = data.draw(st.sampled_from(["maxOffsetsPerTrigger", "tensorflow", "autoscaling"]))
+        fault = data.draw(st.sampled_from(["maxOffsetsPerTrigger", "autoscaling"]))
         if fault == "maxOffsetsPerTrigger":
             obj["spec"]["kafka"]["maxOffsetsPerTrigger"] = data.draw(st.integers(min_value=1, max_value=10**6))
             word = "takes no kafka.maxOffsetsPerTrigger"
-        elif fault == "tensorflow":
-            obj["spec"]["model"]["format"] = "tensorflow"
-            word = "serves PMML models only"
         else:
             obj["spec"]["autoscaling"] = {"maxReplicas": data.draw(st.integers(min_value=1, max_value=10))}
             word = "takes no autoscaling"

@@ -42,15 +42,15 @@ def test_every_ignored_rule_says_why():
 def test_the_images_install_the_pinned_versions_of_make_setup():
     # Each image installs its extras' dependencies under the lock, then the project without deps.
     extras = re.findall(r"requirements\.py /deps/pyproject\.toml ([\w ]+?)(?: --extras-only)? >", DOCKERFILE)
-    assert sorted(extras) == ["operator", "runtime", "tensorflow"], extras
+    assert sorted(extras) == ["operator", "runtime"], extras
     installed = re.findall(r"COPY --from=requirements /deps/(\w+)\.txt", DOCKERFILE)
-    assert sorted(installed) == ["operator", "runtime", "runtime", "tensorflow"], installed
+    assert sorted(installed) == ["operator", "runtime", "runtime"], installed
     installs = re.findall(r"pip install [^\n\\]*", DOCKERFILE)
     for line in installs:  # nothing unpinned, nothing unhashed sneaks in
         assert ('"pip==${PIP_VERSION}"' in line or "--require-hashes -r /deps/hashed.txt" in line
                 or "--no-deps /src" in line or "--no-deps -e /src" in line), line
     assert DOCKERFILE.count("requirements.py --hashed /deps/requirements.lock /deps/requirements.txt > /deps/hashed.txt") \
-        == DOCKERFILE.count("--require-hashes -r /deps/hashed.txt") == 4
+        == DOCKERFILE.count("--require-hashes -r /deps/hashed.txt") == 3  # the operator, the scorer, the runtime
     # make setup: the same pins, without the hashes (pip refuses an editable install when checking them)
     assert "sed -E 's/ --hash=[^ ]+//g' requirements.lock > $(VENV)/constraints.txt" in MAKEFILE
     assert "-c $(VENV)/constraints.txt -e '.[dev]'" in MAKEFILE
@@ -106,11 +106,17 @@ def test_every_stage_builds_on_the_base_argument_and_the_context_holds_only_sour
 
 
 def test_the_pmml_flavour_leaves_tensorflow_out_and_the_runtime_adds_it():
+    """TensorFlow is scored in the JVM (ADR 33): the TensorFlow image adds TensorFlow's Java jars to
+    the PMML image, no Python TensorFlow; the PMML image says it has none (runtime/jvm.py)."""
+    from scorestream.runtime import jvm
+
     pmml_stage = DOCKERFILE.split("AS runtime-pmml", 1)[1].split("\n# --- ", 1)[0]
     tf_stage = DOCKERFILE.split("FROM runtime-pmml AS runtime", 1)[1]
-    assert "/deps/runtime.txt" in pmml_stage and "tensorflow" not in pmml_stage.lower()
-    assert "/deps/tensorflow.txt" in tf_stage and "USER 185:0" in tf_stage
-    assert PYPROJECT["project"]["optional-dependencies"]["tensorflow"] == ["tensorflow-cpu==2.21.0"]
+    assert "/deps/runtime.txt" in pmml_stage and "/jars-tf" not in pmml_stage
+    assert f"{jvm.TENSORFLOW_ENV}=absent" in pmml_stage and f"{jvm.TENSORFLOW_ENV}=present" in tf_stage
+    assert "COPY --from=scorer --chown=185:0 --chmod=g=u /jars-tf/ /opt/scorestream/jars/" in tf_stage
+    assert "pip install" not in tf_stage and "USER" not in tf_stage  # the PMML image's user stays
+    assert "resolve tensorflow" in DOCKERFILE.split("AS scorer", 1)[1].split("\n# --- ", 1)[0]
     assert not any("tensorflow" in d for d in PYPROJECT["project"]["optional-dependencies"]["runtime"])
 
 
@@ -161,7 +167,7 @@ def test_the_images_install_only_files_whose_hash_the_lock_records(resolved):
     # Besides pip's own pinned version and the project's source (--no-deps), each install is of the list.
     installs = [i.strip() for i in re.findall(r"pip install ([^\n&\\]*)", DOCKERFILE)
                 if not i.startswith(('"pip==', "--no-deps "))]
-    assert len(installs) == 4 and set(installs) == {"--require-hashes -r /deps/hashed.txt"}, installs
+    assert len(installs) == 3 and set(installs) == {"--require-hashes -r /deps/hashed.txt"}, installs
 
 
 @pytest.mark.index

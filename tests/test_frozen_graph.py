@@ -37,30 +37,36 @@ def tensorflow_reference(graph: bytes, rows) -> np.ndarray:
             return sess.run(models.FROZEN_OUTPUT, {models.FROZEN_INPUT: np.asarray([r[:11] for r in rows], np.float32)})
 
 
-def test_names_inferred_or_given_and_wrong_ones_refused(frozen_graph):
-    from scorestream.runtime import tf_model
-
-    inferred = tf_model.load_graph(frozen_graph, TensorFlowGraph())
-    assert (inferred.input_name, inferred.output_name, inferred.n_inputs) == (models.FROZEN_INPUT,
-                                                                              models.FROZEN_OUTPUT, 11)
-    named = tf_model.load_graph(frozen_graph, TensorFlowGraph(input="features", output="Identity:0"))
-    x = np.asarray([r[:11] for r in feed.wine_rows()[:50]], np.float32)
-    np.testing.assert_array_equal(named.predict(x), inferred.predict(x))
-    # An inner tensor may be chosen as the output: the graph is pruned to it.
+@pytest.mark.spark
+def test_names_inferred_or_given_and_wrong_ones_refused(jvm_session, frozen_graph):
+    """The JVM's loader (dev.scorestream.jvm.TensorFlowModel) on the demo's graph; its arithmetic on
+    every row is test_scorer_contract's."""
+    jvm = jvm_session.sparkContext._jvm
+    load = jvm.dev.scorestream.jvm.TensorFlowModel.frozenGraph
+    inferred = load(frozen_graph, None, None)
+    assert (inferred.inputName(), inferred.outputName(), inferred.width()) == (models.FROZEN_INPUT,
+                                                                               models.FROZEN_OUTPUT, 11)
+    # An inner tensor may be chosen as the output: the graph is run to it.
     import tensorflow as tf
 
     gd = tf.compat.v1.GraphDef()
     gd.ParseFromString(frozen_graph)
     (relu,) = [n.name for n in gd.node if n.op == "Relu"]
-    assert tf_model.load_graph(frozen_graph, TensorFlowGraph(output=relu)).predict(x).shape == (50, 32)
-    with pytest.raises(ValueError, match="no-such-op"):
-        tf_model.load_graph(frozen_graph, TensorFlowGraph(output="no-such-op:0"))
-    with pytest.raises(ValueError, match="not a binary GraphDef"):
-        tf_model.load_graph(b"x", TensorFlowGraph())
+    inner = load(frozen_graph, "features", relu)
+    row = jvm_session.sparkContext._gateway.new_array(jvm.double, 11)
+    for i, v in enumerate(feed.wine_rows()[0][:11]):
+        row[i] = v
+    assert len(inner.predict(row, 1).outputs(0)) == 32
+    for m in (inferred, inner):
+        m.close()
+    with pytest.raises(Exception, match="no-such-op"):
+        load(frozen_graph, None, "no-such-op:0")
+    with pytest.raises(Exception, match="not a binary GraphDef"):
+        load(b"x", None, None)
 
 
 def test_cli_verifies_a_frozen_graph_against_a_sample(tmp_path, capsys, frozen_graph):
-    """``scorestream verify`` on a .pb: the sample scored by fill_slot as the job's worker does."""
+    """``scorestream verify`` on a .pb: the sample scored by the JVM's Verifier as the job's is."""
     from scorestream.tools import cli
     from scorestream.runtime import verification
 

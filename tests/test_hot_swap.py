@@ -16,7 +16,7 @@ def test_swap_mid_stream_never_mixes_versions_in_a_batch(serving, demo_models):
     s = serving()
     s.publish(demo_models["tree"])
     job = s.start().wait_ready()
-    # Warm up first: the first batch starts Python workers and is much slower than the rest.
+    # Warm up first: the first batch is much slower than the rest (the JIT, the first plan).
     s.produce(feed.wine_records(feed.wine_rows()[:100], start=100000))
     job.wait_records(100)
     stream = Stream(s, total=10**9, pause=0.25)  # ~400 records/s until every model has scored
@@ -27,13 +27,13 @@ def test_swap_mid_stream_never_mixes_versions_in_a_batch(serving, demo_models):
     wait_until(lambda: job.get("/stats")["totals"]["recordsIn"] >= 3600, what="3500 records")
     s.publish(demo_models["keras"])
     wait_until(lambda: job.get("/models")["serving"]["wine"]["name"] == "keras", what="keras serving")
-    # Served is not yet scored: TensorFlow's first batch imports it in each worker.
+    # Served is not yet scored: the next batch's tasks load it in their JVM.
     try:
         wait_until(lambda: job.get("/stats")["dataTypes"]["wine"]["invocations"] > 0, timeout=180, what="keras scoring")
     except TimeoutError:
         raise AssertionError(f"keras serves but scored nothing in 180 s; stream sent {stream.sent}, "
                              f"error {stream.error!r}, alive {stream.is_alive()}; job log:\n{job.tail(60)}") from None
-    # Back from TensorFlow (Python workers) to PMML (the JVM scorer).
+    # Back from TensorFlow to PMML, both in the JVM scorer.
     wait_until(lambda: job.get("/stats")["dataTypes"]["wine"]["invocations"] >= 1000, what="1000 records under keras")
     s.publish(demo_models["shallow"])
     wait_until(lambda: job.get("/models")["serving"]["wine"]["name"] == "shallow", what="shallow serving")

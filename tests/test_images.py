@@ -84,33 +84,38 @@ def test_the_runtime_runs_as_spark_in_group_0_and_every_user_reads_its_files(con
 
 
 def test_only_the_tensorflow_flavour_carries_tensorflow(containers):
+    """TensorFlow is scored in the JVM (ADR 33): the TensorFlow image carries its Java jars, neither
+    image Python TensorFlow."""
     probe = "import importlib.util as u; print(u.find_spec('tensorflow') is not None, u.find_spec('pyspark') is not None)"
-    assert containers["runtime"].run("python", "-c", probe).stdout.split() == ["True", "True"]
-    assert containers["runtime-pmml"].run("python", "-c", probe).stdout.split() == ["False", "True"]
-
-
-# The real node's test serves PMML with the runtime-pmml image; what the TensorFlow flavour adds is
-# TensorFlow itself, so its check is that the image's TensorFlow scores a SavedModel as the host's does.
-SCORE_IN_IMAGE = ("import json, sys, numpy as np; from pathlib import Path; from scorestream.runtime import tf_model; "
-                  "m = tf_model.load(tf_model.saved_model_folder(Path('/model'))); "
-                  "print(json.dumps(m.predict(np.array(json.loads(sys.argv[1]), dtype=np.float32)).tolist()))")
+    for target in ("runtime", "runtime-pmml"):
+        assert containers[target].run("python", "-c", probe).stdout.split() == ["False", "True"], target
+    jars = "ls /opt/scorestream/jars/*/tensorflow-core-api-*.jar /opt/scorestream/jars/*/tensorflow-core-native-*-linux-x86_64.jar"
+    assert len(containers["runtime"].run("sh", "-c", jars).stdout.split()) == 2
+    assert containers["runtime-pmml"].run("sh", "-c", jars).stdout.split() == []
 
 
 def test_the_tensorflow_flavour_scores_a_savedmodel_as_the_host_does(containers, tmp_path):
+    """`scorestream verify` in the image (its JVM, TensorFlow's Java jars) on a SavedModel and a
+    sample expecting what Python TensorFlow computes on the host."""
     import numpy as np
+    import tensorflow as tf
 
-    from scorestream.runtime import tf_model
     from scorestream.tools.demo import feed, models
 
-    rows = feed.wine_rows()
+    rows = feed.wine_rows()[:20]
     (tmp_path / "model.zip").write_bytes(models.keras_savedmodel_zip(rows, epochs=2))
-    zipfile.ZipFile(tmp_path / "model.zip").extractall(tmp_path / "model")
-    x = [row[:11] for row in rows[:20]]
-    res = containers["runtime"].run("python", "-c", SCORE_IN_IMAGE, json.dumps(x), user=f"{RANDOM_UID}:0",
-                                    volume=f"{tmp_path / 'model'}:/model:ro")
-    assert res.returncode == 0, res.stderr[-2000:]
-    host = tf_model.load(tf_model.saved_model_folder(tmp_path / "model")).predict(np.array(x, dtype=np.float32))
-    np.testing.assert_allclose(np.array(json.loads(res.stdout.strip().splitlines()[-1])), host, rtol=1e-5)
+    zipfile.ZipFile(tmp_path / "model.zip").extractall(tmp_path / "saved")
+    signature = tf.saved_model.load(str(tmp_path / "saved")).signatures["serving_default"]
+    (name, _), = signature.structured_input_signature[1].items()
+    out = signature(**{name: np.asarray([r[:11] for r in rows], np.float32)})
+    want = np.asarray(out[sorted(out)[0]]).argmax(1)
+    (tmp_path / "sample.jsonl").write_text("".join(
+        json.dumps(dict(json.loads(feed.wine_json(r)), expected=int(k))) + "\n" for r, k in zip(rows, want)))
+    res = containers["runtime"].run("scorestream", "verify", "/m/model.zip", "--sample", "/m/sample.jsonl",
+                                    "--expected-field", "expected", "--tolerance", "0",
+                                    "--inputs", ",".join(feed.WINE_COLUMNS), "--timeout", "120",
+                                    user=f"{RANDOM_UID}:0", volume=f"{tmp_path}:/m:ro")
+    assert res.returncode == 0 and res.stdout.startswith("PASS"), res.stdout + res.stderr[-2000:]
 
 
 def test_the_operator_image_runs_the_cli_without_spark_or_tensorflow(containers):

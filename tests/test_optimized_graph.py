@@ -33,21 +33,6 @@ def _placeholder(gd):
     return node
 
 
-def optimize(frozen: bytes) -> bytes:
-    """The frozen graph through TensorFlow's ``optimize_for_inference``. Its ``strip_unused`` writes
-    the input Placeholder anew; TensorFlow versions that copy the shape attribute onto it are
-    made to write what the others (and the report's tooling) do: the dtype alone."""
-    import tensorflow as tf
-    from tensorflow.python.tools.optimize_for_inference_lib import optimize_for_inference
-
-    gd = optimize_for_inference(_graph_def(frozen), [INPUT], [OUTPUT], tf.float32.as_datatype_enum)
-    node = _placeholder(gd)
-    for attr in ("shape", "_output_shapes"):
-        if attr in node.attr:
-            del node.attr[attr]
-    return gd.SerializeToString()
-
-
 def reference(graph: bytes, x: np.ndarray) -> np.ndarray:
     """What TensorFlow itself computes: the GraphDef run in a TF1 Session, not through our loader."""
     import tensorflow as tf
@@ -64,53 +49,21 @@ def _features(rows) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def optimized() -> bytes:
-    graph = optimize(models.keras_frozen_graph(feed.wine_rows(), epochs=3))
+    graph = models.optimized_graph(models.keras_frozen_graph(feed.wine_rows(), epochs=3))
     node = _placeholder(_graph_def(graph))
     assert "shape" not in node.attr and set(node.attr) == {"dtype"}, "the test's graph has no input shape"
     return graph
 
 
-def test_optimized_graph_without_input_shape_loads_with_the_width_its_ops_imply(optimized):
-    from scorestream.runtime import tf_model
-
-    gd = _graph_def(optimized)
-    assert tf_model.input_width(gd, models.FROZEN_INPUT) == 11
-    model = tf_model.load_graph(optimized, TensorFlowGraph())
-    assert (model.input_name, model.output_name, model.n_inputs) == (models.FROZEN_INPUT, models.FROZEN_OUTPUT, 11)
-    x = _features(feed.wine_rows()[:300])
-    np.testing.assert_array_equal(model.predict(x), reference(optimized, x))
-    assert tf_model.check(model, 11) is None
-    assert tf_model.check(model, 12) == "model takes 11 inputs but 12 are configured"
-
-
-def test_partly_unknown_and_undeclared_widths_and_what_cannot_be_fed():
-    import tensorflow as tf
-
-    from scorestream.runtime import tf_model
-
-    def graph(shape, body) -> bytes:
-        with tf.Graph().as_default() as g:
-            x = tf.compat.v1.placeholder(tf.float32, shape=shape, name="x")
-            tf.identity(body(x), name="y")
-        return g.as_graph_def().SerializeToString()
-
-    w = np.arange(24, dtype=np.float32).reshape(6, 4)
-    # (None, None): the MatMul's (6, 4) weight says 6.
-    partly = tf_model.load_graph(graph([None, None], lambda x: tf.matmul(x, w)), TensorFlowGraph())
-    assert partly.n_inputs == 6
-    np.testing.assert_allclose(partly.predict(np.ones((2, 6), np.float32)), np.ones((2, 6)) @ w)
-    # No shape and nothing that says the width: the configured count is tried on a row of zeros.
-    undeclared = tf_model.load_graph(graph(None, lambda x: tf.reduce_sum(x, axis=1)), TensorFlowGraph())
-    assert undeclared.n_inputs is None and tf_model.check(undeclared, 5) is None
-    np.testing.assert_allclose(undeclared.predict(np.ones((3, 5), np.float32)), [5, 5, 5])
-    # What cannot be fed a (n, k) batch: refused on loading, or by the row of zeros.
-    with pytest.raises(ValueError, match=r"has shape \(None, 3, 3\); \(None, n\) is supported"):
-        tf_model.load_graph(graph([None, 3, 3], lambda x: x), TensorFlowGraph())
-    matrix = tf_model.load_graph(graph(None, lambda x: tf.linalg.det(x)), TensorFlowGraph())
-    assert tf_model.check(matrix, 4).startswith("model cannot be fed 4 inputs: InvalidArgumentError")
-    # Ops that disagree on the width: no guess.
-    with pytest.raises(ValueError, match=r"take \[4, 6\] features"):
-        tf_model.load_graph(graph(None, lambda x: tf.matmul(x, w) + tf.matmul(x, w[:4])[:, :1]), TensorFlowGraph())
+@pytest.mark.spark
+def test_optimized_graph_without_input_shape_loads_with_the_width_its_ops_imply(jvm_session, optimized):
+    """The JVM's loader gives the Placeholder the width its MatMul's weight implies (FrozenGraphs;
+    its other cases are TensorFlowModelTest's, its arithmetic on every row test_scorer_contract's)."""
+    model = jvm_session.sparkContext._jvm.dev.scorestream.jvm.TensorFlowModel.frozenGraph(optimized, None, None)
+    assert (model.inputName(), model.outputName(), model.width()) == (models.FROZEN_INPUT, models.FROZEN_OUTPUT, 11)
+    assert model.check(11) is None
+    assert model.check(12) == "model takes 11 inputs but 12 are configured"
+    model.close()
 
 
 def _wine_csv(path, rows, expected=None) -> None:
@@ -150,8 +103,9 @@ def test_cli_verifies_an_optimized_graph_from_a_csv_sample_and_reports_a_load_fa
     assert cli.main(["verify", str(graph), "--sample", str(sample), *common]) == 1
     out = capsys.readouterr().out
     assert out.startswith("FAIL") and len(out.splitlines()) == 2, out
-    # once, as a load failure; TensorFlow's and the graph's own text may quote the file (#30): the type only
-    assert out.splitlines()[1].strip() == "tensorflow model does not load: ValueError", out
+    # once, as a load failure, in the JVM's words (which quote nothing of the file, #30)
+    assert out.splitlines()[1].strip().startswith(
+        "tensorflow model does not load: IllegalArgumentException: frozen graph is not a binary GraphDef"), out
 
 
 @pytest.mark.spark

@@ -244,8 +244,7 @@ def test_rejection_reason_holds_no_file_content(spark, tmp_path, canary_file, li
     })
     added: list[str] = []
     job = SimpleNamespace(spark=spark)
-    loader = ModelLoader(config, added.append, lambda p: ServingJob._describe_pmml(job, p),
-                         lambda name, n: None)
+    loader = ModelLoader(config, added.append, lambda p: ServingJob._describe_pmml(job, p))
 
     good = loader.load(models.descriptor("tree", "1", "pmml", models.tree_pmml()))
     assert list(good.inputs) == list(feed.WINE_COLUMNS)

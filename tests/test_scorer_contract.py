@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pyarrow as pa
 import pytest
 
 from scorestream.api.scoring import LATENCY_BUCKETS, BatchCounts, Route, RoutingTable
@@ -119,82 +118,87 @@ def test_result_schema_and_records_as_the_sink_writes_them(spark, scorer, tree):
     assert counts.workers == ["driver"]
 
 
-def test_tensorflow_rows_come_back_pending_and_are_finished_in_the_jvm(spark, scorer, tree):
-    """A TensorFlow route leaves the JVM with its features; ss_finish writes up what Python scored."""
-    from pyspark.sql import functions as F
+@pytest.fixture(scope="module")
+def keras_models(tmp_path_factory) -> dict:
+    """The demo's classifier as a SavedModel, a frozen graph and that graph optimized for inference
+    (no input shape), each as the job ships it, with what Python TensorFlow itself computes for
+    every wine row."""
+    import io
+    import zipfile
 
-    from scorestream.runtime.pipeline import fill_slot
+    import tensorflow as tf
 
-    keras = Route(key="keras:3", format="tensorflow", file="unused.zip", inputs=list(feed.WINE_COLUMNS))
-    rows = feed.wine_rows()[:4]
-    scored = scorer.score(_rows(spark, [(f"k-{i}".encode(), feed.wine_json(r)) for i, r in enumerate(rows)]), 1,
-                          _table(wine=keras))
-    pending = scored.select("key", "topic", "partition", "offset", "ts",
-                            F.col("r.pending.dataType").alias("dataType"),
-                            F.col("r.pending.primary").alias("primary"), F.col("r.pending.shadow").alias("shadow"))
-    table = pa.Table.from_batches(pending._collect_as_arrow())
-    primary = table.column("primary").combine_chunks()
-    assert primary.field("tf").to_pylist() == [True] * 4
-    assert [len(f) for f in primary.field("features").to_pylist()] == [len(feed.WINE_COLUMNS)] * 4
+    from scorestream.api.descriptor import TensorFlowGraph
+    from scorestream.runtime import tf_model
 
-    class Doubling:  # stands in for a SavedModel: one output per row
-        output_name = "y"
-
-        def predict(self, x):
-            return x[:, :1] * 2
-
-    filled = fill_slot(primary, lambda route: Doubling())
-    assert filled.field("prediction").to_pylist() == pytest.approx(
-        [2 * float(json.loads(feed.wine_json(r))["fixed acidity"]) for r in rows])
-    assert filled.field("outputs").to_pylist()[0][0][0] == "y"
-
-    def stage(batches):  # what tensorflow_stage does in a Python worker, with the stand-in model
-        for b in batches:
-            i = b.schema.get_field_index("primary")
-            columns = b.columns
-            columns[i] = fill_slot(columns[i], lambda route: Doubling())
-            yield pa.RecordBatch.from_arrays(columns, schema=b.schema)
-
-    written = pending.mapInArrow(stage, pending.schema).select(scorer.finish().alias("r")).collect()
-    records = [json.loads(w.r.value) for w in written]
-    assert {r["model"]["name"] for r in records} == {"keras"} and all(w.r.topic == "out" for w in written)
-    assert scorer.counts().routes["keras:3"].n == 4
-    assert [r["prediction"] for r in sorted(records, key=lambda r: r["key"])] == pytest.approx(
-        filled.field("prediction").to_pylist())
+    rows = feed.wine_rows()
+    x = np.asarray([r[:11] for r in rows], np.float32)
+    where = tmp_path_factory.mktemp("tensorflow")
+    saved = models.keras_savedmodel_zip(rows, epochs=2)
+    zipfile.ZipFile(io.BytesIO(saved)).extractall(where / "saved")
+    signature = tf.saved_model.load(str(where / "saved")).signatures["serving_default"]
+    (name, spec), = signature.structured_input_signature[1].items()
+    out = {"savedmodel": ((where / "saved.zip"), np.asarray(next(iter(signature(**{name: x}).values()))))}
+    (where / "saved.zip").write_bytes(saved)
+    frozen = models.keras_frozen_graph(rows, epochs=2)
+    for kind, graph in (("frozen", frozen), ("optimized", models.optimized_graph(frozen))):
+        with tf.Graph().as_default() as g:
+            gd = tf.compat.v1.GraphDef()
+            gd.ParseFromString(graph)
+            tf.compat.v1.import_graph_def(gd, name="")
+            with tf.compat.v1.Session(graph=g) as sess:
+                want = sess.run(models.FROZEN_OUTPUT, {models.FROZEN_INPUT: x})
+        out[kind] = (tf_model.graph_archive(graph, TensorFlowGraph(), where / f"{kind}.graph.zip"), want)
+    return out
 
 
-def test_fill_slot_scores_only_waiting_rows_and_fails_a_route_as_a_whole():
-    from scorestream.runtime.pipeline import fill_slot
+@pytest.mark.parametrize("kind", ["savedmodel", "frozen", "optimized"])
+def test_tensorflow_in_the_jvm_equals_tensorflow_on_every_wine_row_in_both_modes(spark, scorer, keras_models, kind):
+    """Every one of the 1,599 wine rows through the job's own plans, a micro-batch's (pending rows
+    scored 4,096 a call by Scorer.tensorFlow) and a real-time query's (each record as it comes),
+    equal to what Python TensorFlow computes (float32 both ways: within its rounding)."""
+    archive, want = keras_models[kind]
+    keras = Route(key=f"{kind}:1", format="tensorflow", file=str(archive), inputs=list(feed.WINE_COLUMNS))
+    source = _rows(spark, feed.wine_records(feed.wine_rows()))
+    batch = [(r.key, r.r.topic, r.r.value) for r in scorer.score(source, 1, _table(wine=keras)).collect()]
+    assert scorer.counts().routes[keras.key].n == len(want)
+    # Not a plan over the local rows alone, which Spark would run on the driver without serializing
+    # the live scorer (where it takes its table, LiveTable.take).
+    live, _ = scorer.live(source.coalesce(1), _table(wine=keras))
+    real_time = [(r.key, r.topic, r.value) for r in live.collect()]
+    for mode, out in (("micro-batch", batch), ("real-time", real_time)):
+        assert [k for k, _, _ in out] == [f"wine-{i}".encode() for i in range(len(want))], "in the records' order"
+        assert {t for _, t, _ in out} == {"out"}, mode
+        records = [json.loads(v) for _, _, v in out]
+        have = np.asarray([[r["outputs"][str(k)] for k in range(want.shape[1])] for r in records])
+        np.testing.assert_allclose(have, want, rtol=1e-6, atol=1e-7, err_msg=f"{kind}, {mode}")
+        assert [r["prediction"] for r in records] == [float(k) for k in want.argmax(1)], f"{kind}, {mode}"
+        assert [r["label"] for r in records] == [str(k) for k in want.argmax(1)], f"{kind}, {mode}"
 
-    slot_type = pa.struct([("route", pa.string()), ("tf", pa.bool_()), ("features", pa.list_(pa.float64())),
-                           ("prediction", pa.float64()), ("label", pa.string()),
-                           ("outputs", pa.map_(pa.string(), pa.float64())), ("nanos", pa.int64()),
-                           ("stage", pa.string()), ("error", pa.string())])
-    slot = pa.array([
-        {"route": "tf:1", "tf": True, "features": [1.0, 2.0]},
-        {"route": "pmml:1", "tf": False, "prediction": 7.0, "nanos": 5},
-        None,
-        {"route": "broken:1", "tf": True, "features": [3.0, 4.0]},
-        {"route": "tf:1", "tf": True, "features": [5.0, 6.0]},
-    ], slot_type)
 
-    class Classes:
-        output_name = "probs"
+def test_a_tensorflow_model_that_cannot_score_dead_letters_its_rows_saying_why(spark, scorer, tree, tmp_path):
+    """Rows of a model whose archive is no model are written up as dead letters (stage score), in
+    their order among the PMML rows of the same batch."""
+    from scorestream.api.descriptor import TensorFlowGraph
+    from scorestream.runtime import tf_model
 
-        def predict(self, x):
-            return np.stack([x[:, 0], x[:, 1]], axis=1)  # class 1 wins
-
-    def model_of(route):
-        if route == "broken:1":
-            raise RuntimeError("no such model\nwith a second line")
-        return Classes()
-
-    out = fill_slot(slot, model_of).to_pylist()
-    assert out[0]["prediction"] == 1.0 and out[0]["label"] == "1" and dict(out[0]["outputs"]) == {"0": 1.0, "1": 2.0}
-    assert out[1] == slot.to_pylist()[1], "a row scored in the JVM passes untouched"
-    assert out[2] is None
-    assert out[3]["stage"] == "score" and out[3]["error"] == "RuntimeError: no such model"
-    assert out[4]["label"] == "1" and out[4]["prediction"] == 1.0
+    bad = tmp_path / "bad.graph.zip"
+    tf_model.graph_archive(b"no graph", TensorFlowGraph(), bad)
+    broken = Route(key="broken:1", format="tensorflow", file=str(bad), inputs=list(feed.WINE_COLUMNS))
+    rows = feed.wine_rows()[:6]
+    values = [(f"k-{i}".encode(), feed.wine_json(r, "wine" if i % 2 else "red")) for i, r in enumerate(rows)]
+    scored = scorer.score(_rows(spark, values), 3, _table(wine=tree, red=broken).model_copy(
+        update={"served": ["wine", "red"]})).collect()
+    assert [r.key for r in scored] == [k for k, _ in values]
+    for r in scored:
+        if r.key in (b"k-0", b"k-2", b"k-4"):
+            headers = {h.key: bytes(h.value).decode() for h in r.r.deadHeaders}
+            assert r.r.topic == "dlq" and headers["scorestream.stage"] == "score", headers
+            assert headers["scorestream.reason"].startswith("IllegalArgumentException: frozen graph is not a binary"), headers
+        else:
+            assert r.r.topic == "out" and json.loads(r.r.value)["model"]["name"] == "tree"
+    counts = scorer.counts()
+    assert counts.routes["tree:1"].n == 3 and counts.routes["broken:1"].err == 3
 
 
 def test_batch_counts_are_read_as_the_python_model_says(spark):

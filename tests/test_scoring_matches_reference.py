@@ -20,9 +20,16 @@ pytestmark = [pytest.mark.spark, pytest.mark.broker]
 
 
 def tf_outputs(folder, rows) -> np.ndarray:
-    from scorestream.runtime import tf_model
+    """What TensorFlow itself computes: the SavedModel's signature the job serves (serving_default,
+    else predict, else the first by name), in Python."""
+    import tensorflow as tf
 
-    return tf_model.load(folder).predict(np.asarray([r[:11] for r in rows], dtype=np.float32))
+    signatures = tf.saved_model.load(str(folder)).signatures
+    key = next((k for k in ("serving_default", "predict") if k in signatures), sorted(signatures)[0])
+    signature = signatures[key]
+    (name, _), = signature.structured_input_signature[1].items()
+    out = signature(**{name: np.asarray([r[:11] for r in rows], dtype=np.float32)})
+    return np.asarray(out[sorted(out)[0]])
 
 
 def by_type(outputs: list[dict]) -> dict[str, list[dict]]:
@@ -90,8 +97,6 @@ def test_report_and_demo_models_match_reference(serving, wine_fixtures, tmp_path
     assert_pmml_equal(got["demo-linear"], pmml4s_outputs(demo_linear, rows), "demo linear")
     from scorestream.runtime import tf_model
 
-    want = tf_model.load(tf_model.unpack(keras_zip, tmp_path / "keras", ArtifactPolicy())).predict(
-        np.asarray([r[:11] for r in rows], dtype=np.float32)
-    )
+    want = tf_outputs(tf_model.unpack(keras_zip, tmp_path / "keras", ArtifactPolicy()), rows)
     for i, o in enumerate(got["keras"]):
         np.testing.assert_allclose([o["outputs"][str(k)] for k in range(10)], want[i], rtol=1e-6, atol=1e-7)

@@ -222,8 +222,9 @@ class _Contract(BaseModel):
 
 
 class JvmRequest(_Contract):
-    model: str | None  # the PMML file; None: decode the sample only (a TensorFlow model's features)
-    inputs: list[str] | None = None
+    model: str  # the PMML file, or a TensorFlow model's archive (SavedModel zip, or frozen graph's)
+    format: Literal["pmml", "tensorflow"] = "pmml"
+    inputs: list[str] | None = None  # a TensorFlow model's, in order
     sample: list[str] = Field(default_factory=list)  # JSON records, as text
     timeoutMillis: int
     answerFile: str | None = None  # the JVM writes its answer there (Verifier.Request says why)
@@ -260,6 +261,7 @@ class Embedded(_Contract):
 
 class JvmAnswer(_Contract):
     inputs: list[str]
+    reason: str | None = None  # why a TensorFlow model cannot serve (it does not load, or takes other inputs)
     outputs: list[str] | None = None
     target: str | None = None
     classification: bool | None = None

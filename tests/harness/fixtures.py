@@ -153,8 +153,9 @@ def jvm_session():
     drive the JVM scorer directly."""
     from pyspark.sql import SparkSession
 
-    from scorestream.runtime import jvm
+    from scorestream.runtime import jvm, job
 
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", job.TF_LOG_LEVEL)
     session = (
         SparkSession.builder.master("local[1]").appName("scorestream-tests")
         .config("spark.jars", ",".join(str(p) for p in jvm.spark_jars()))

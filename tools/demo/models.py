@@ -146,6 +146,24 @@ def keras_frozen_graph(rows=None, epochs: int = 15) -> bytes:
     return frozen.graph.as_graph_def().SerializeToString()
 
 
+def optimized_graph(frozen: bytes) -> bytes:
+    """A frozen graph through TensorFlow's ``optimize_for_inference``, as the report's tooling writes
+    one: its input Placeholder with its dtype alone, no shape. (``strip_unused`` writes the
+    Placeholder anew; TensorFlow versions that copy the shape attribute onto it are undone.)"""
+    import tensorflow as tf
+    from tensorflow.python.tools.optimize_for_inference_lib import optimize_for_inference
+
+    gd = tf.compat.v1.GraphDef()
+    gd.ParseFromString(frozen)
+    gd = optimize_for_inference(gd, [FROZEN_INPUT.split(":")[0]], [FROZEN_OUTPUT.split(":")[0]],
+                                tf.float32.as_datatype_enum)
+    (node,) = [n for n in gd.node if n.op == "Placeholder"]
+    for attr in ("shape", "_output_shapes"):
+        if attr in node.attr:
+            del node.attr[attr]
+    return gd.SerializeToString()
+
+
 def descriptor(name: str, version: str, fmt: str, data: bytes, data_type: str = "wine", description: str = "",
                graph: TensorFlowGraph | None = None) -> ModelDescriptor:
     return ModelDescriptor(

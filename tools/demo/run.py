@@ -140,7 +140,7 @@ def _progress(job: JobProcess, producer: Producer, plan, bootstrap: str, total: 
     published = 1
     last_in, last_t = 0, time.monotonic()
     # A stall, not a slow machine, fails the demo: swaps pause the stream, and the first TensorFlow
-    # model imports TensorFlow in a new Python worker (seconds to tens of seconds on 2 busy cores).
+    # model loads TensorFlow's native libraries in the JVM (seconds on 2 busy cores).
     stall, moved = 120.0, time.monotonic()
     while True:
         time.sleep(1.0)

@@ -25,7 +25,6 @@ from scorestream.config import (
     KEYLESS_MESSAGE,
     NOT_MODELS_PREFIX_MESSAGE,
     REAL_TIME_NO_MAX_OFFSETS,
-    REAL_TIME_PMML_ONLY,
     UNADDRESSED_MESSAGE,
     WARM_UP_BATCHES,
     Strict,
@@ -890,7 +889,6 @@ class ModelServingSpec(Strict):
         ("self.dataType == oldSelf.dataType",
          "dataType is immutable: it keys the model messages this job serves"),
         _unless_real_time("!has(self.kafka.maxOffsetsPerTrigger)", REAL_TIME_NO_MAX_OFFSETS),
-        _unless_real_time("!has(self.model) || self.model.format == 'pmml'", REAL_TIME_PMML_ONLY),
         _unless_real_time("!has(self.autoscaling)", REAL_TIME_NO_AUTOSCALING),
         _unless_exactly_once("!has(self.spark.conf) || !('spark.speculation' in self.spark.conf)"
                              " || !self.spark.conf['spark.speculation'].matches('^[ \\t]*[Tt][Rr][Uu][Ee][ \\t]*$')",
@@ -958,8 +956,6 @@ class ModelServingSpec(Strict):
     def _real_time(self) -> "ModelServingSpec":
         check_real_time_offsets(self.spark, self.kafka)
         check_delivery(self.delivery, self.spark, self.kafka)
-        if self.spark.real_time and self.model is not None and self.model.format != "pmml":
-            raise ValueError(REAL_TIME_PMML_ONLY)
         if self.spark.real_time and self.autoscaling is not None:
             raise ValueError(REAL_TIME_NO_AUTOSCALING)
         return self

@@ -60,26 +60,36 @@ public final class DriftCounts extends AccumulatorV2<Object, String> {
 
   /**
    * Makes {@code route}'s baseline: each sample record (JSON, one per line) decoded as the scorer
-   * decodes records, and scored by the PMML model at {@code pmmlPath}, as serving scores. Records
-   * that fail are left out. Returns how many records the baseline holds (0: none, no baseline).
+   * decodes records, and scored by the model at {@code path} (format pmml or tensorflow), as
+   * serving scores. Records that fail are left out. Returns how many records the baseline holds
+   * (0: none, no baseline).
    */
-  public int baseline(String route, String pmmlPath, List<String> inputs, String jsonLines) {
+  public int baseline(String route, String format, String path, List<String> inputs, String jsonLines)
+      throws Exception {
     RoutingTable.Route r = new RoutingTable.Route();
     r.key = route;
-    r.format = "pmml";
-    r.file = pmmlPath;
+    r.format = format;
+    r.file = path;
     r.inputs = inputs;
     Scorer.Route scorerRoute = new Scorer.Route(r);
-    Scorer.Pmml model = Scorer.Pmml.load(pmmlPath);
-    List<double[]> rows = new ArrayList<>();
+    boolean pmml = "pmml".equals(format);
+    Scorer.Pmml model = pmml ? Scorer.Pmml.load(path) : null;
+    List<Slot> slots = new ArrayList<>();
     for (String line : jsonLines.split("\n")) {
       if (line.isBlank()) continue;
-      Slot s;
       try {
-        s = Scorer.evaluate(scorerRoute, RecordFields.decodeJson(line.getBytes(StandardCharsets.UTF_8)), model);
+        slots.add(Scorer.evaluate(scorerRoute, RecordFields.decodeJson(line.getBytes(StandardCharsets.UTF_8)), model));
       } catch (Exception e) {
-        continue; // a record the scorer would dead-letter is no part of what the model sees
+        // a record the scorer would dead-letter is no part of what the model sees
       }
+    }
+    if (!pmml) {
+      try (TensorFlowModel tf = TensorFlowModel.load(java.nio.file.Path.of(path))) {
+        Scorer.predictWaiting(tf, inputs.size(), slots);
+      }
+    }
+    List<double[]> rows = new ArrayList<>();
+    for (Slot s : slots) {
       if (s.failed() || s.prediction == null || s.features == null) continue;
       double[] row = java.util.Arrays.copyOf(s.features, s.features.length + 1);
       row[s.features.length] = s.prediction;

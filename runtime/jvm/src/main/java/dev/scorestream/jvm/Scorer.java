@@ -4,7 +4,9 @@ import static org.apache.spark.sql.functions.col;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.File;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.Iterator;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -14,12 +16,13 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.zip.CRC32;
 import org.apache.spark.SparkFiles;
 import org.apache.spark.TaskContext;
+import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.api.java.UDF6;
-import org.apache.spark.sql.api.java.UDF8;
 import org.apache.spark.sql.functions;
 import org.apache.spark.sql.types.DataType;
 import org.pmml4s.model.Model;
@@ -34,9 +37,10 @@ import org.pmml4s.model.Model;
  * registry (replacing a function there every batch logged a warning every batch). For a PMML
  * model it returns what Spark's Kafka sink writes: the output topic and the prediction record, or
  * the dead-letter topic and the headers saying why. A record whose model is TensorFlow comes back
- * {@code pending}, with its features: Python scores those rows in Arrow batches, and
- * {@code ss_finish} writes them up the same way. So a PMML record never leaves the JVM, and the
- * statistics are counted where the scoring happens.
+ * {@code pending}, with its features, in a micro-batch: {@link #tensorFlow} scores those rows
+ * with TensorFlow's Java API, many rows a call, and writes them up the same way. A real-time
+ * query's scorer ({@link #live}) scores them one by one as they come. So no record leaves the
+ * JVM, and the statistics are counted where the scoring happens.
  *
  * <p>During a canary, a record goes to the candidate when the CRC32 of its key (of its value if
  * it has no key) falls in the candidate's share of 10,000 buckets: the same key always meets the
@@ -50,11 +54,12 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
 
   /** What ss_score reads of a Kafka source row, in order ({@code ts}: its timestamp in epoch ms). */
   static final String[] SOURCE_COLUMNS = {"key", "value", "topic", "partition", "offset", "ts"};
-  /** What ss_finish reads of a row back from TensorFlow, in order: where it came from, its slots. */
-  static final String[] FINISH_COLUMNS = {"key", "topic", "partition", "offset", "ts", "dataType", "primary", "shadow"};
   static final String HEADERS_DDL = "ARRAY<STRUCT<key: STRING, value: BINARY>>";
 
-  /** What both UDFs return. {@code value} is null for a dead letter: it keeps the record's own. */
+  /**
+   * What the scorer returns. {@code value} is null for a dead letter: it keeps the record's own.
+   * {@code pending}: a micro-batch's TensorFlow slots, for {@link #tensorFlow}.
+   */
   public static final String RESULT_DDL =
       "topic STRING, value BINARY, deadHeaders ARRAY<STRUCT<key: STRING, value: BINARY>>, "
           + "pending STRUCT<dataType: STRING, primary: STRUCT<" + Slot.DDL + ">, shadow: STRUCT<" + Slot.DDL + ">>";
@@ -71,12 +76,14 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
   private final BatchCounts counts;
   private DriftCounts drift; // null: no drift histograms counted
   private final transient LiveTable live;
+  private final boolean realTime; // a live scorer's: TensorFlow scores each record as it comes
   private transient Table table;
   private transient boolean noted;
 
   private Scorer(String tableJson, LiveTable live, BatchCounts counts) {
     this.tableJson = tableJson;
     this.live = live;
+    this.realTime = live != null;
     this.counts = counts;
   }
 
@@ -122,9 +129,16 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
     return rows.select(col("*"), functions.udf(this, RESULT_TYPE).asNondeterministic().apply(columns(SOURCE_COLUMNS)).as("r"));
   }
 
-  /** {@code ss_finish} of this batch over {@link #FINISH_COLUMNS}: what TensorFlow scored, written up. */
-  public Column finish() {
-    return functions.udf(new Finisher(), RESULT_TYPE).asNondeterministic().apply(columns(FINISH_COLUMNS));
+  /** Rows a TensorFlow call takes at most: ~0.2 µs a row of the demo's model past ~1,000 (benchmarks/tf_costs.py). */
+  static final int TENSORFLOW_ROWS = 4096;
+
+  /**
+   * {@link #score}'s rows with their TensorFlow results filled in and written up: each partition
+   * read {@link #TENSORFLOW_ROWS} rows at a time, each route's pending rows among them scored in
+   * one call, every row passed on in its order ({@code r} then holds no pending row).
+   */
+  public Dataset<Row> tensorFlow(Dataset<Row> scored) {
+    return scored.mapPartitions(new TensorFlowBatches(), Encoders.row(scored.schema()));
   }
 
   /** Spark's Kafka sink, a batch write of {@link #sinkRows}. */
@@ -230,10 +244,10 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
     Slot primary;
     Slot shadow = null;
     if (candidate != null && candidate.share > 0 && bucket(key, value) < candidate.share) {
-      primary = evaluate(candidate, fields);
+      primary = now(candidate, evaluate(candidate, fields));
     } else {
-      primary = evaluate(route, fields);
-      if (candidate != null && candidate.shadow && !primary.failed()) shadow = evaluate(candidate, fields);
+      primary = now(route, evaluate(route, fields));
+      if (candidate != null && candidate.shadow && !primary.failed()) shadow = now(candidate, evaluate(candidate, fields));
     }
     if (!primary.done() || (shadow != null && !shadow.done())) {
       Row pending = RowFactory.create(dataType, primary.toRow(), shadow == null ? null : shadow.toRow());
@@ -242,25 +256,147 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
     return observed(finish(t, counts, src, dataType, primary, shadow), primary, shadow);
   }
 
+  /**
+   * A real-time query's TensorFlow slot, scored as its record comes (one row a call: a real-time
+   * task has no batch to wait for); a micro-batch's waits for {@link #tensorFlow}.
+   */
+  private Slot now(Route route, Slot s) {
+    if (realTime && !s.done()) predict(route, List.of(s));
+    return s;
+  }
+
+  /**
+   * One call of {@code route}'s TensorFlow model on these slots' features, their results filled
+   * in; a failure fails them all, each saying why. Each slot's nanos: its share of the call.
+   */
+  static void predict(Route route, List<Slot> slots) {
+    try (TensorFlowModels.Lease lease = TensorFlowModels.JVM.acquire(route.file)) {
+      predict(lease.model, route.inputs.length, slots);
+    } catch (Exception e) {
+      fail(slots, TensorFlowModel.describe(e));
+    }
+  }
+
+  /** As above, with the model given: the {@link Verifier}'s, which does not serve yet. */
+  static void predict(TensorFlowModel model, int width, List<Slot> slots) {
+    int n = slots.size();
+    double[] features = new double[n * width];
+    for (int i = 0; i < n; i++) System.arraycopy(slots.get(i).features, 0, features, i * width, width);
+    try {
+      long t0 = System.nanoTime();
+      TensorFlowModel.Output out = model.predict(features, n);
+      long each = (System.nanoTime() - t0) / n;
+      for (int i = 0; i < n; i++) {
+        Slot s = slots.get(i);
+        s.prediction = out.prediction(i);
+        s.label = out.label(i);
+        s.outputs = out.outputs(i);
+        s.nanos = each;
+      }
+    } catch (RuntimeException e) { // TensorFlow's status of the call: every row of it failed
+      fail(slots, TensorFlowModel.describe(e));
+    }
+  }
+
+  /** The slots still waiting for TensorFlow among these, scored {@link #TENSORFLOW_ROWS} a call. */
+  static void predictWaiting(TensorFlowModel model, int width, List<Slot> slots) {
+    List<Slot> waiting = new ArrayList<>();
+    for (Slot s : slots) if (!s.done()) waiting.add(s);
+    for (int i = 0; i < waiting.size(); i += TENSORFLOW_ROWS) {
+      predict(model, width, waiting.subList(i, Math.min(waiting.size(), i + TENSORFLOW_ROWS)));
+    }
+  }
+
+  private static void fail(List<Slot> slots, String why) {
+    for (Slot s : slots) {
+      s.stage = "score";
+      s.error = why;
+    }
+  }
+
+  /** Scores the pending slots of a partition's rows, a chunk at a time (see {@link #tensorFlow}). */
+  final class TensorFlowBatches implements MapPartitionsFunction<Row, Row> {
+    private static final long serialVersionUID = 1L;
+
+    @Override
+    public Iterator<Row> call(Iterator<Row> rows) {
+      return new Iterator<>() {
+        private final List<Row> chunk = new ArrayList<>(TENSORFLOW_ROWS);
+        private int next;
+
+        @Override
+        public boolean hasNext() {
+          if (next < chunk.size()) return true;
+          chunk.clear();
+          next = 0;
+          while (chunk.size() < TENSORFLOW_ROWS && rows.hasNext()) chunk.add(rows.next());
+          if (chunk.isEmpty()) return false;
+          score(chunk);
+          return true;
+        }
+
+        @Override
+        public Row next() {
+          if (!hasNext()) throw new java.util.NoSuchElementException();
+          return chunk.get(next++);
+        }
+      };
+    }
+
+    /** The chunk's pending rows scored, one call per route, and written up in place. */
+    private void score(List<Row> chunk) {
+      Table t = table();
+      int rIndex = chunk.get(0).fieldIndex("r");
+      Map<String, Route> routes = t.byKey();
+      Map<String, List<Slot>> waiting = new LinkedHashMap<>();
+      Slot[][] slots = new Slot[chunk.size()][];
+      for (int i = 0; i < chunk.size(); i++) {
+        Row r = chunk.get(i).getStruct(rIndex);
+        if (r == null || r.isNullAt(3)) continue;
+        Row pending = r.getStruct(3);
+        Slot p = Slot.fromRow(pending.getStruct(1)), s = Slot.fromRow(pending.getStruct(2));
+        slots[i] = new Slot[] {p, s};
+        for (Slot slot : slots[i]) {
+          if (slot != null && !slot.done()) waiting.computeIfAbsent(slot.route, k -> new ArrayList<>()).add(slot);
+        }
+      }
+      for (Map.Entry<String, List<Slot>> e : waiting.entrySet()) {
+        Route route = routes.get(e.getKey());
+        if (route != null) predict(route, e.getValue());
+        else fail(e.getValue(), "no model " + e.getKey() + " in this batch's routing table");
+      }
+      for (int i = 0; i < chunk.size(); i++) {
+        if (slots[i] == null) continue;
+        Row row = chunk.get(i);
+        Records.Source src = new Records.Source(row.getAs("key"), row.getAs("topic"), row.getAs("partition"),
+            row.getAs("offset"), row.getAs("ts"));
+        String dataType = row.getStruct(rIndex).getStruct(3).getString(0);
+        Slot p = slots[i][0], s = slots[i][1];
+        Row result = encodable(observed(finish(t, counts, src, dataType, p, s), p, s));
+        Object[] values = new Object[row.length()];
+        for (int c = 0; c < values.length; c++) values[c] = c == rIndex ? result : row.get(c);
+        chunk.set(i, RowFactory.create(values));
+      }
+    }
+  }
+
+  /**
+   * A result as Spark's row encoder takes it back: a dead letter's headers a Scala sequence (a
+   * UDF's result may hold a Java list; {@link Encoders#row} does not convert one).
+   */
+  private static Row encodable(Row result) {
+    if (!(result.get(2) instanceof List)) return result;
+    List<?> headers = (List<?>) result.get(2);
+    return RowFactory.create(result.get(0), result.get(1),
+        scala.jdk.javaapi.CollectionConverters.asScala(headers).toSeq(), result.get(3));
+  }
+
   /** A written prediction's features and predicted values, into the drift histograms. */
   private Row observed(Row result, Slot p, Slot s) {
     if (drift == null || result.isNullAt(1)) return result; // a dead letter keeps no value of ours
     drift.observe(p.route, p.features, p.prediction);
     if (s != null && !s.failed()) drift.observe(s.route, s.features, s.prediction);
     return result;
-  }
-
-  /** {@code ss_finish}: a record TensorFlow has scored, written up as the JVM writes up its own. */
-  final class Finisher implements UDF8<byte[], String, Integer, Long, Long, String, Row, Row, Row> {
-    private static final long serialVersionUID = 1L;
-
-    @Override
-    public Row call(byte[] key, String topic, Integer partition, Long offset, Long timestamp, String dataType,
-        Row primary, Row shadow) {
-      Records.Source src = new Records.Source(key, topic, partition, offset, timestamp);
-      Slot p = Slot.fromRow(primary), s = Slot.fromRow(shadow);
-      return observed(finish(table(), counts, src, dataType, p, s), p, s);
-    }
   }
 
   /** The record's outcome: counted, and written up for the output or the dead-letter topic. */
@@ -306,7 +442,7 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
   }
 
   /** One model on one record: its features, and for PMML its prediction (TensorFlow scores later). */
-  private static Slot evaluate(Route route, Map<String, Object> fields) {
+  static Slot evaluate(Route route, Map<String, Object> fields) {
     return evaluate(route, fields, null);
   }
 
@@ -405,6 +541,19 @@ public final class Scorer implements UDF6<byte[], byte[], String, Integer, Long,
     long batchId;
     String outputTopic;
     String deadLetterTopic;
+    private transient Map<String, Route> byKey;
+
+    /** Every route of the table, candidates included, by its key (name:version). */
+    Map<String, Route> byKey() {
+      if (byKey == null) {
+        byKey = new HashMap<>();
+        for (Route r : routes.values()) {
+          byKey.put(r.key, r);
+          if (r.candidate != null) byKey.put(r.candidate.key, r.candidate);
+        }
+      }
+      return byKey;
+    }
 
     static Table of(String json) {
       RoutingTable r = RoutingTable.parse(json);

@@ -7,9 +7,9 @@ import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.types.DataType;
 
 /**
- * One model's result for one record: the serving (or canary) model's, or a shadow's. A TensorFlow
- * slot leaves the JVM with its features and comes back with its prediction; its columns are
- * {@link #DDL}, the same both ways.
+ * One model's result for one record: the serving (or canary) model's, or a shadow's. A
+ * micro-batch's TensorFlow slot is carried as a row ({@link #DDL}) with its features, from the
+ * scorer to the stage that scores many such rows a call ({@link Scorer#tensorFlow}).
  */
 final class Slot {
   static final String DDL =
@@ -18,7 +18,7 @@ final class Slot {
   static final DataType TYPE = DataType.fromDDL(DDL);
 
   final String route; // name:version
-  final boolean tf; // scored by TensorFlow, outside the JVM
+  final boolean tf; // scored by TensorFlow, many records a call
   double[] features;
   Double prediction;
   String label;
@@ -46,7 +46,7 @@ final class Slot {
     return error != null;
   }
 
-  /** Scored in the JVM already, or failed: nothing left for TensorFlow to do. */
+  /** Scored already, or failed: nothing left for TensorFlow to do. */
   boolean done() {
     return !tf || failed() || prediction != null || label != null;
   }

@@ -23,6 +23,10 @@ import javax.xml.stream.XMLStreamReader;
  * record's fields go through {@link Scorer#evaluate(Scorer.Route, Map, Scorer.Pmml)} exactly as
  * a served record does (same feature checks, same PMML4S call, same {@link PmmlOutputs}).
  *
+ * <p>A TensorFlow model is loaded and checked against its inputs here ({@link TensorFlowModel#check}:
+ * why it cannot serve is the answer's {@code reason}), and its sample scored in calls of many
+ * records, as a micro-batch scores them ({@link Scorer#predict}).
+ *
  * <p>Two sets of records: the PMML's own {@code <ModelVerification>} (inputs and expected outputs
  * per row, read here with {@link SafeXml}'s hardened parser, since PMML4S parses the element but
  * keeps none of it), and a sample of JSON records in the input format. This class only scores
@@ -44,8 +48,9 @@ public final class Verifier {
 
   /** What the driver asks (``scorestream.api.verification.JvmRequest``). */
   public static final class Request {
-    public String model; // a PMML file, or null: decode the sample only (a TensorFlow model's features)
-    public List<String> inputs; // the model's inputs when there is no PMML file
+    public String model; // a PMML file, or a TensorFlow model's archive (TensorFlowModel.load)
+    public String format = "pmml"; // pmml | tensorflow
+    public List<String> inputs; // a TensorFlow model's inputs, in order
     public List<String> sample = new ArrayList<>(); // JSON records, as the data topic carries them
     public long timeoutMillis = 10_000;
     // Where to write the answer instead of returning it. Py4J sends a long string in several
@@ -76,6 +81,7 @@ public final class Verifier {
     Map<String, Object> answer = new LinkedHashMap<>();
     Scorer.Pmml pmml = null;
     List<String> inputs = req.inputs;
+    if ("tensorflow".equals(req.format)) return tensorFlow(req, answer, started, deadline);
     if (req.model != null) {
       pmml = Scorer.Pmml.load(req.model); // SafeXml first, as for serving
       inputs = Arrays.asList(pmml.model.inputNames());
@@ -130,6 +136,48 @@ public final class Verifier {
     }
     answer.put("sample", sample);
     answer.put("timedOut", timedOut);
+    answer.put("millis", (System.nanoTime() - started) / 1e6);
+    return answer;
+  }
+
+  /** A TensorFlow model's answer: why it cannot serve (null: it can), and its sample scored. */
+  private static Map<String, Object> tensorFlow(Request req, Map<String, Object> answer, long started, long deadline) {
+    if (req.inputs == null) throw new IllegalArgumentException("a TensorFlow model's request needs its inputs");
+    answer.put("inputs", req.inputs);
+    RoutingTable.Route r = new RoutingTable.Route();
+    r.key = "verification";
+    r.format = "tensorflow";
+    r.file = req.model;
+    r.inputs = req.inputs;
+    Scorer.Route route = new Scorer.Route(r);
+    List<Slot> slots = new ArrayList<>();
+    boolean timedOut = false;
+    try (TensorFlowModel model = TensorFlowModel.load(java.nio.file.Path.of(req.model))) {
+      String reason = model.check(req.inputs.size());
+      answer.put("reason", reason);
+      if (reason == null) {
+        for (String record : req.sample) {
+          if (System.nanoTime() > deadline) {
+            timedOut = true;
+            break;
+          }
+          Slot s;
+          try {
+            s = Scorer.evaluate(route, RecordFields.decodeJson(record.getBytes(StandardCharsets.UTF_8)));
+          } catch (Exception e) {
+            s = Slot.failure(r.key, "decode", String.valueOf(e.getMessage()));
+          }
+          slots.add(s);
+        }
+        Scorer.predictWaiting(model, req.inputs.size(), slots);
+      }
+    } catch (Exception e) { // the archive, the graph or the SavedModel: TensorFlow cannot load it
+      answer.put("reason", "tensorflow model does not load: " + TensorFlowModel.describe(e));
+    }
+    List<Map<String, Object>> sample = new ArrayList<>();
+    for (Slot s : slots) sample.add(outcome(s, null));
+    answer.put("sample", sample);
+    answer.put("timedOut", timedOut || System.nanoTime() > deadline);
     answer.put("millis", (System.nanoTime() - started) / 1e6);
     return answer;
   }

@@ -139,6 +139,10 @@ class TensorFlowModelTest {
       assertNull(model.check(3));
       assertEquals("model takes 3 inputs but 4 are configured", model.check(4));
     }
+    // (None, None): the MatMul's (3, 4) weight says 3.
+    try (TensorFlowModel model = TensorFlowModel.frozenGraph(frozen(Shape.of(-1, -1), TensorFlowModelTest::softmax), null, null)) {
+      assertEquals(3L, model.width());
+    }
     // Nothing says the width: the configured count is proven by a row of zeros.
     byte[] sum = frozen(Shape.unknown(), (tf, x) -> tf.sum(x, tf.constant(1)));
     try (TensorFlowModel model = TensorFlowModel.frozenGraph(sum, null, null)) {
