@@ -88,7 +88,8 @@ ENV SPARK_LOCAL_IP=127.0.0.1 SPARK_LOCAL_HOSTNAME=localhost
 RUN --mount=type=cache,target=/root/.m2 \
     python -m scorestream.runtime.jvm \
     && python -m scorestream.jars resolve spark-kafka \
-    && SCORESTREAM_CACHE=/jars-tf python -m scorestream.jars resolve tensorflow
+    && SCORESTREAM_CACHE=/jars-tf python -m scorestream.jars resolve tensorflow \
+    && chmod -R g=u /jars-tf
 
 # --- the runtime, PMML only: Java 17, pyspark and its Kafka connector, PMML4S, the scorer ---------
 FROM ${BASE_IMAGE} AS runtime-pmml
@@ -135,7 +136,8 @@ CMD ["driver"]
 # --- which the scorer runs TensorFlow models with (JavaCPP unpacks the libraries under $HOME on a
 # --- JVM's first TensorFlow model) -------------------------------------------------------------------
 FROM runtime-pmml AS runtime
-COPY --from=scorer --chown=185:0 --chmod=g=u /jars-tf/ /opt/scorestream/jars/
+# The group's modes were set in the scorer stage: buildah 1.28 (Debian's) takes only octal --chmod.
+COPY --from=scorer --chown=185:0 /jars-tf/ /opt/scorestream/jars/
 ENV SCORESTREAM_TENSORFLOW=present
 LABEL org.opencontainers.image.title="scorestream-runtime" \
       org.opencontainers.image.description="The scorestream serving job (driver and Spark executors), PMML and TensorFlow"

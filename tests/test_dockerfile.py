@@ -114,7 +114,7 @@ def test_the_pmml_flavour_leaves_tensorflow_out_and_the_runtime_adds_it():
     tf_stage = DOCKERFILE.split("FROM runtime-pmml AS runtime", 1)[1]
     assert "/deps/runtime.txt" in pmml_stage and "/jars-tf" not in pmml_stage
     assert f"{jvm.TENSORFLOW_ENV}=absent" in pmml_stage and f"{jvm.TENSORFLOW_ENV}=present" in tf_stage
-    assert "COPY --from=scorer --chown=185:0 --chmod=g=u /jars-tf/ /opt/scorestream/jars/" in tf_stage
+    assert "COPY --from=scorer --chown=185:0 /jars-tf/ /opt/scorestream/jars/" in tf_stage
     assert "pip install" not in tf_stage and "USER" not in tf_stage  # the PMML image's user stays
     assert "resolve tensorflow" in DOCKERFILE.split("AS scorer", 1)[1].split("\n# --- ", 1)[0]
     assert not any("tensorflow" in d for d in PYPROJECT["project"]["optional-dependencies"]["runtime"])
