@@ -348,10 +348,10 @@ def human(n: float) -> str:
     return str(n)
 
 
-def dist(out: Path, base: str | None = None) -> list[Path]:
-    """The chart package and the image archives in `out`, with their checksums (`make dist`,
-    hack/release.py, adds the plugin and the SBOMs)."""
-    archives = build(list(IMAGES), base)
+def dist(out: Path, base: str | None = None, archives: dict[str, Path] | None = None) -> list[Path]:
+    """The chart package and the image archives (`archives`, else built) in `out`, with their
+    checksums (`make dist`, hack/release.py, adds the plugin and the SBOMs)."""
+    archives = archives or build(list(IMAGES), base)
     out.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(REPO / "tests"))
     from harness import helm as helm_tool

@@ -291,10 +291,11 @@ def dist(out: Path, base: str | None = None) -> list[Path]:
         shutil.rmtree(out)
     out.mkdir(parents=True)
     files = list(plugin.build(out))
-    files += images.dist(out, base)
+    archives = images.build(list(images.IMAGES), base)
+    files += images.dist(out, base, archives)
     syft = cluster.build(("syft",))["syft"]
     boms = {}
-    for target, archive in images.build(list(images.IMAGES), base).items():
+    for target, archive in archives.items():
         image = images.IMAGES[target]
         bom = out / f"{image.name}-{images.VERSION}.cdx.json"
         shutil.copyfile(sbom(archive, image, syft), bom)

@@ -27,6 +27,7 @@ HELD = {"operator": {"kopf", "kubernetes", "pydantic", "scorestream"},
         "runtime": {"pyspark", "tensorflow-cpu", "scorestream"}}
 
 
+@pytest.mark.timeout(3600)  # the images are built where their inputs changed: half an hour on 2 cores
 def test_dist_holds_every_file_of_a_release_with_its_checksum_and_sbom(tmp_path):
     out = tmp_path / "dist"
     files = release.dist(out)
