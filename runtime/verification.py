@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -373,15 +374,30 @@ def process_runner() -> RunVerifier:
         # (the report's tree on its 1,599 records: 2.3 s a model with HotSpot's default, 1.6-1.8 s
         # and half the CPU with C1 only).
         res = subprocess.run([java, "-XX:TieredStopAtLevel=1", "-cp", cp, "dev.scorestream.jvm.Verifier"],
-                             input=request, capture_output=True, text=True,
-                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")})
+                             input=request, capture_output=True, text=True, env=_verifier_env())
         if res.returncode != 0:
-            # Not its stderr: the exception's text may quote the model or the sample.
-            raise VerificationError(f"the verifier exited with {res.returncode}")
+            # Not its stderr: the exception's text may quote the model or the sample. Its classes do not.
+            raise VerificationError(f"the verifier exited with {res.returncode}{_exception_classes(res.stderr)}")
         lines = res.stdout.strip().splitlines()
         return lines[-1] if lines else ""
 
     return run
+
+
+def _verifier_env() -> dict[str, str]:
+    # Spark's SQL configuration, which the scorer's types are parsed with, resolves this host's
+    # name unless SPARK_LOCAL_HOSTNAME is set: a container without a network or /etc/hosts entry
+    # for its name (`buildah run --network=none`, a CI sandbox) has none. This JVM talks to no one.
+    return {"TF_CPP_MIN_LOG_LEVEL": "2", "SPARK_LOCAL_HOSTNAME": "localhost", **os.environ}
+
+
+_THROWN = re.compile(r"^(?:Exception in thread \"[^\"]*\"|Caused by:) ([\w.$]+)", re.MULTILINE)
+
+
+def _exception_classes(stderr: str) -> str:
+    """' (A caused by B ...)': the classes of the JVM's uncaught exception and its causes."""
+    classes = [m.group(1) for m in _THROWN.finditer(stderr)]
+    return f" ({' caused by '.join(dict.fromkeys(classes))})" if classes else ""
 
 
 def cli(args: argparse.Namespace) -> int:

@@ -129,8 +129,15 @@ PINNED_HASHES = {"example": "6617b63b44d1c992", "no-secret": "8ff074b2388055eb",
                  "pod-templates": "4d337a491ef11814"}
 
 
+def _pinned_spec(name):
+    # The examples follow each release's image; the hashes pin the rendering of one fixed spec.
+    body = variant(name)
+    body["spec"]["spark"]["image"] = "localhost/scorestream-runtime-pmml:0.1.0"
+    return body
+
+
 def test_an_operator_upgrade_rolls_no_driver_whose_spec_is_unchanged():
-    assert {name: _hash(variant(name)) for name in VARIANTS} == PINNED_HASHES
+    assert {name: _hash(_pinned_spec(name)) for name in VARIANTS} == PINNED_HASHES
 
 
 def test_a_model_change_does_not_restart_the_driver_but_a_job_change_does():

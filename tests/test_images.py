@@ -111,6 +111,9 @@ def test_the_tensorflow_flavour_scores_a_savedmodel_as_the_host_does(containers,
     want = np.asarray(out[sorted(out)[0]]).argmax(1)
     (tmp_path / "sample.jsonl").write_text("".join(
         json.dumps(dict(json.loads(feed.wine_json(r)), expected=int(k))) + "\n" for r, k in zip(rows, want)))
+    # The image's user is an arbitrary uid in group 0 (OpenShift's): the mounted folder is readable to all.
+    for path in (tmp_path, tmp_path / "model.zip", tmp_path / "sample.jsonl"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
     res = containers["runtime"].run("scorestream", "verify", "/m/model.zip", "--sample", "/m/sample.jsonl",
                                     "--expected-field", "expected", "--tolerance", "0",
                                     "--inputs", ",".join(feed.WINE_COLUMNS), "--timeout", "120",
