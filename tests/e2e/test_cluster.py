@@ -45,6 +45,9 @@ pytestmark = [pytest.mark.node, pytest.mark.skipif(WHY is not None, reason=f"the
 NS = "ml"
 SYSTEM = "scorestream-system"
 RELEASE = "scorestream"
+# Renames the release's objects and the operator pod's app.kubernetes.io/name; every job's
+# NetworkPolicy must admit the operator all the same (naming.OPERATOR_POD_LABELS).
+NAME_OVERRIDE = "scoring"
 
 
 @dataclass
@@ -119,6 +122,7 @@ def cluster(tmp_path_factory):
     files = images.dist(dist)
     subprocess.run(["sha256sum", "--check", "--quiet", "SHA256SUMS"], cwd=dist, check=True)
     node = real_node.Node.network()
+    node.policies = True  # the jobs' NetworkPolicies enforced for the whole run (kube-router)
     cp = broker = None
     try:
         cp = ControlPlane(address=node.host_address, service_cidr=real_node.SERVICE_CIDR, fake_node=False).start()
@@ -174,7 +178,8 @@ def install_operator(c: Cluster, *extra: str) -> None:
            "--set", f"image.repository=localhost/{images.IMAGES['operator'].name}",
            "--set", f"image.tag={images.VERSION}", "--set", "image.pullPolicy=Never",
            "--set", f"watch.namespaces={{{NS}}}", "--set", "watch.createNamespaces=true",
-           "--set", "operator.observeInterval=3", *extra, "--wait", "--timeout", "5m")
+           "--set", "operator.observeInterval=3", "--set", f"nameOverride={NAME_OVERRIDE}", *extra,
+           "--wait", "--timeout", "5m")
 
 
 class Producer:
@@ -288,6 +293,51 @@ def api_server_outage(c: Cluster, topics: dict[str, str]) -> None:
     assert restarts(c, NS, job) == pods_before, "a job pod restarted or was replaced"
 
 
+# A client pod's connections to the driver's two ports, after kube-router has had a few seconds
+# to add the new pod to its sets (a pod it does not know yet is refused everywhere).
+PROBE = """
+import socket, sys, time
+time.sleep(8)
+for target in sys.argv[1:]:
+    host, port = target.split(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=3).close()
+        print(target, "reached")
+    except OSError:
+        print(target, "refused")
+"""
+
+
+def network_policy_refusals(c: Cluster, driver: str) -> None:
+    """What the job's NetworkPolicy refuses, on the real node's enforcer: a pod in another namespace
+    (wearing the operator's and Prometheus's labels) reaches neither port; Prometheus in the
+    monitoring namespace reaches the read-only port and not the control port. (The operator reaching
+    the control port is the rest of the test: status, scaling, the canary.)"""
+    ip = json.loads(c.kubectl("get", "pod", "-n", NS, driver, "-o", "json"))["status"]["podIP"]
+    targets = [f"{ip}:{naming.HTTP_PORT}", f"{ip}:{naming.METRICS_PORT}"]
+    image = f"localhost/{images.IMAGES['operator'].name}:{images.VERSION}"
+    clients = {"monitoring": {"app.kubernetes.io/name": "prometheus"},
+               "tenant-b": {"app.kubernetes.io/name": "prometheus", **naming.OPERATOR_POD_LABELS}}
+    for namespace, labels in clients.items():
+        c.kubectl("create", "namespace", namespace)
+        c.kubectl("apply", "-f", "-", input=yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": namespace, "labels": labels},
+            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0, "automountServiceAccountToken": False,
+                     "containers": [{"name": "probe", "image": image, "imagePullPolicy": "Never",
+                                     "command": ["python", "-c", PROBE, *targets]}]}}))
+    try:
+        seen = {ns: dict(line.split() for line in c.until(
+            lambda: (lambda out: out if out.count("\n") == len(targets) else None)(
+                c.kubectl("logs", "-n", ns, "probe", check=False)), 120, f"{ns}'s probe", every=1).splitlines())
+            for ns in clients}
+    finally:
+        for namespace in clients:
+            c.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    print(f"NetworkPolicy on the real node: {seen}")
+    assert seen["monitoring"] == {targets[0]: "refused", targets[1]: "reached"}, seen
+    assert seen["tenant-b"] == {targets[0]: "refused", targets[1]: "refused"}, seen
+
+
 @pytest.mark.timeout(2400)
 def test_a_pmml_modelserving_on_a_real_node_from_helm_install_to_uninstall(cluster):
     c = cluster
@@ -296,6 +346,7 @@ def test_a_pmml_modelserving_on_a_real_node_from_helm_install_to_uninstall(clust
     (operator_pod,) = c.pods(SYSTEM, f"app.kubernetes.io/instance={RELEASE}")
     assert operator_pod["spec"]["serviceAccountName"].startswith(RELEASE)
     assert operator_pod["spec"]["nodeName"] == real_node.NODE_NAME
+    assert operator_pod["metadata"]["labels"]["app.kubernetes.io/name"] == NAME_OVERRIDE
     assert operator_pod["status"]["containerStatuses"][0]["state"].get("running")
 
     tree = data_uri(models.tree_pmml(rows), "application/xml")
@@ -315,6 +366,9 @@ def test_a_pmml_modelserving_on_a_real_node_from_helm_install_to_uninstall(clust
             first = {f"wine-{i}" for i in range(200)}
             scored = scored_keys(c, topics["outputTopic"], first)
             assert scored >= first, f"{len(first & scored)} of 200 scored\n{c.diagnose()}"
+
+        with c.step("NetworkPolicy: another namespace refused, monitoring on the read-only port only"):
+            network_policy_refusals(c, driver[0])
 
         logs = c.kubectl("logs", "-n", NS, driver[0], "-c", "driver", "--tail=200")
         assert logs.strip(), "kubectl logs of the driver is empty"
