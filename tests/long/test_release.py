@@ -21,10 +21,12 @@ pytestmark = [pytest.mark.node,
               pytest.mark.skipif(shutil.which("buildah") is None or os.geteuid() != 0,
                                  reason="needs root and buildah (`make node-packages`) to build the images")]
 
-# What each image must be seen to hold (Python packages the SBOM finds in its site-packages).
+# What each image must be seen to hold: Python packages the SBOM finds in its site-packages, and
+# the TensorFlow flavour's Java jars (ADR 33: TensorFlow is scored in the scorer's JVM).
 HELD = {"operator": {"kopf", "kubernetes", "pydantic", "scorestream"},
         "runtime-pmml": {"pyspark", "pypmml", "confluent-kafka", "scorestream"},
-        "runtime": {"pyspark", "tensorflow-cpu", "scorestream"}}
+        "runtime": {"pyspark", "scorestream", "tensorflow-core-api", "tensorflow-core-native"}}
+LISTED = ("pkg:pypi/", "pkg:maven/")
 
 
 @pytest.mark.timeout(3600)  # the images are built where their inputs changed: half an hour on 2 cores
@@ -47,11 +49,11 @@ def test_dist_holds_every_file_of_a_release_with_its_checksum_and_sbom(tmp_path)
         bom = json.loads((out / f"{image.name}-{v}.cdx.json").read_text())
         assert bom["bomFormat"] == "CycloneDX" and bom["metadata"]["component"]["name"] == image.name
         assert bom["metadata"]["component"]["version"] == v
-        held = {c["name"].lower() for c in bom["components"] if c.get("purl", "").startswith("pkg:pypi/")}
+        held = {c["name"].lower() for c in bom["components"] if c.get("purl", "").startswith(LISTED)}
         assert HELD[target] <= held, f"{image.name}'s SBOM lacks {HELD[target] - held}"
         debs = [c for c in bom["components"] if c.get("purl", "").startswith("pkg:deb/")]
         assert debs, f"{image.name}'s SBOM lists no Debian package"
-        print(f"{image.name}: {len(bom['components'])} components ({len(debs)} Debian packages, {len(held)} Python)")
+        print(f"{image.name}: {len(bom['components'])} components ({len(debs)} Debian packages, {len(held)} Python or Java)")
 
     with tarfile.open(out / f"scorestream-{v}.tgz") as chart:
         meta = yaml.safe_load(chart.extractfile("scorestream/Chart.yaml"))
