@@ -63,7 +63,7 @@ class BatchScorer:
 
     def run(self, batch: DataFrame, batch_id: int, table: RoutingTable) -> BatchCounts:
         """Score and write one micro-batch."""
-        self._write(self.score(batch, batch_id, table))
+        self._write(self.score(batch, batch_id, table), batch_id)
         return self.counts()
 
     def live(self, source: DataFrame, table: RoutingTable, with_source: bool = False):
@@ -100,13 +100,13 @@ class BatchScorer:
         rows = self._scorer.sinkRowsWithSource if with_source else self._scorer.sinkRows
         return DataFrame(rows(scored._jdf, self._scorer.maxRequestBytes(limit)), scored.sparkSession)
 
-    def _write(self, scored: DataFrame) -> None:
+    def _write(self, scored: DataFrame, batch_id: int) -> None:
         """Spark's Kafka sink, each row to the topic the scorer chose (``Scorer.write``); with
-        exactly-once, the transactional sink, one transaction per input partition."""
+        exactly-once, the transactional sink, one transaction per input partition of batch ``batch_id``."""
         if self.transactional is None:
             self._scorer.write(scored._jdf, self.sink_options)
             return
-        self.transactional.write(self.sink_rows(scored, with_source=True)._jdf)
+        self.transactional.write(self.sink_rows(scored, with_source=True)._jdf, batch_id)
 
 
 def has_tensorflow(table: RoutingTable) -> bool:

@@ -1,4 +1,5 @@
-"""The test broker is Apache Kafka: topics, exact watermarks, compaction, and a clean stop."""
+"""The test broker is Apache Kafka: topics, exact watermarks, compaction, and a clean stop; and the
+JVM scorer's transactional writers on it (their JUnit tests that need a broker)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 
 from scorestream.tools.demo import feed
 from scorestream.tools.local.broker import EmbeddedBroker, create_topics
+from harness import junit
 
 pytestmark = pytest.mark.broker
 
@@ -112,3 +114,14 @@ def test_stop_leaves_no_process_and_no_data(tmp_path):
     assert not data.exists()
     text = log.read_text()
     assert "Kafka Server started" in text or "started (kafka.server" in text, text[-2000:]
+
+
+def test_a_partitions_transactional_producer_lives_across_batches(broker):
+    """PartitionTransactionsBrokerTest (JUnit) on this broker: the next batch goes on with the
+    partition's kept producer; another writer of its transactional id fences it, and then nothing
+    of it commits; two tasks of a partition at once; each record committed once (docs/adr/0029)."""
+    res, reports = junit.run("-Dtest=PartitionTransactionsBrokerTest",
+                             env={"SCORESTREAM_TEST_BOOTSTRAP": broker.bootstrap})
+    assert res.returncode == 0, (res.stdout + res.stderr)[-6000:]
+    r = reports["PartitionTransactionsBroker"]
+    assert (int(r["tests"]), int(r["skipped"]), int(r["failures"]) + int(r["errors"])) == (5, 0, 0), r

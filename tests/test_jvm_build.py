@@ -3,7 +3,6 @@ finds the Maven-built jar (or says which command builds it)."""
 
 from __future__ import annotations
 
-import subprocess
 import tomllib
 import xml.etree.ElementTree as ET
 from importlib import metadata
@@ -13,6 +12,7 @@ import pytest
 
 from scorestream import jars
 from scorestream.runtime import jvm
+from harness import junit
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "benchmarks" / "jvm" / "pom.xml"
@@ -81,13 +81,12 @@ def test_the_jar_is_found_by_the_digest_of_the_current_sources(monkeypatch, tmp_
 
 
 def test_the_junit_tests_pass():
-    """Records, SinkRow, RoutingTable, SafeXml, Protobuf, Verifier, LiveTable, PartitionTransactions: `mvn -o test` (make setup's
-    build has cached every plugin and dependency)."""
-    res = subprocess.run(["mvn", "-o", "-B", "-q", "-f", str(jvm.POM), "test"], capture_output=True, text=True)
+    """Records, SinkRow, RoutingTable, SafeXml, Protobuf, Verifier, LiveTable, PartitionTransactions,
+    TransactionalProducers (PartitionTransactionsBroker, which needs a broker: tests/test_broker.py)."""
+    res, reports = junit.run()
     assert res.returncode == 0, (res.stdout + res.stderr)[-6000:]
-    reports = list((jvm.MODULE / "target" / "surefire-reports").glob("TEST-*.xml"))
-    counts = [ET.parse(r).getroot().attrib for r in reports]
-    assert {r.name.removeprefix("TEST-dev.scorestream.jvm.").removesuffix("Test.xml") for r in reports} >= {
-        "Records", "RoutingTable", "SafeXml", "Protobuf", "Verifier", "LiveTable", "PartitionTransactions"}
+    counts = list(reports.values())
+    assert set(reports) >= {"Records", "RoutingTable", "SafeXml", "Protobuf", "Verifier", "LiveTable",
+                            "PartitionTransactions", "TransactionalProducers"}
     assert sum(int(c["failures"]) + int(c["errors"]) for c in counts) == 0
     assert sum(int(c["tests"]) for c in counts) >= 40

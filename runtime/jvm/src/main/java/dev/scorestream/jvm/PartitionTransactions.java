@@ -1,6 +1,7 @@
 package dev.scorestream.jvm;
 
 import java.io.Serializable;
+import java.time.Duration;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -39,6 +40,11 @@ import org.slf4j.LoggerFactory;
  * committed offset read: a batch that Spark reads again after a failure writes only the records
  * past it, which is nothing for a partition whose transaction committed before the failure.
  *
+ * <p>A partition's producer outlives its task ({@link TransactionalProducers}): the next batch's
+ * task on the same executor takes it, with the offset its last commit left, and goes straight to
+ * its transaction. Fencing, the lookup and a producer's start are paid when a partition comes to
+ * an executor, not at every batch.
+ *
  * <p>The rows are {@link Scorer#sinkRowsWithSource}: topic, key, value, headers, and the source's
  * partition and offset ({@link #SOURCE_PARTITION}, {@link #SOURCE_OFFSET}). Each input partition
  * must be wholly inside one task, its rows in offset order: the Kafka source gives one Spark
@@ -76,9 +82,12 @@ public final class PartitionTransactions implements Serializable {
     return prefix + "-" + partition;
   }
 
-  /** A task's writes: begin with {@link Writes#write}, end with commit or abort, then close. */
-  public Writes open() {
-    return new Writes();
+  /**
+   * A task's writes in batch {@code batch} (the micro-batch's or real-time batch's id): begin with
+   * {@link Writes#write}, end with commit or abort, then close.
+   */
+  public Writes open(long batch) {
+    return new Writes(batch);
   }
 
   /**
@@ -115,9 +124,14 @@ public final class PartitionTransactions implements Serializable {
 
   /** One task's transactions, one per input partition it met; not thread-safe (one task). */
   public final class Writes implements AutoCloseable {
+    private final long batch;
     private final Map<Integer, Txn> open = new LinkedHashMap<>();
     private KafkaConsumer<byte[], byte[]> offsets;
     private int iTopic = -1, iKey, iValue, iHeaders, iPart, iOff;
+
+    private Writes(long batch) {
+      this.batch = batch;
+    }
 
     /** Send a row in its input partition's transaction (begun at its first row), unless committed already. */
     public void write(Row row) {
@@ -132,8 +146,7 @@ public final class PartitionTransactions implements Serializable {
       int partition = row.getInt(iPart);
       Txn txn = open.get(partition);
       if (txn == null) {
-        if (offsets == null) offsets = new KafkaConsumer<>(consumerProperties());
-        txn = begin(partition, offsets);
+        txn = begin(partition);
         open.put(partition, txn);
       }
       if (!txn.progress.admit(row.getLong(iOff))) return;
@@ -150,12 +163,18 @@ public final class PartitionTransactions implements Serializable {
       for (Txn txn : open.values()) txn.abandon();
     }
 
+    /** Producers whose transaction neither committed nor aborted (a task that failed before either) are closed. */
     @Override
     public void close() {
-      for (Txn txn : open.values()) txn.producer.close();
+      for (Txn txn : open.values()) if (!txn.done) txn.discard();
       open.clear();
       if (offsets != null) offsets.close();
       offsets = null;
+    }
+
+    /** Whether the partition's transaction runs on the producer kept from the batch before (tests). */
+    boolean onKeptProducer(int partition) {
+      return open.get(partition).kept;
     }
 
     private ProducerRecord<byte[], byte[]> record(Row row) {
@@ -168,13 +187,60 @@ public final class PartitionTransactions implements Serializable {
       byte[] value = row.isNullAt(iValue) ? null : (byte[]) row.get(iValue);
       return new ProducerRecord<>(row.getString(iTopic), null, key, value, headers);
     }
+
+    /**
+     * The partition's transaction: on the producer kept from its previous batch, or on a new one
+     * that fences earlier writers of the partition and then reads how far its outputs are committed.
+     */
+    private Txn begin(int partition) {
+      TopicPartition tp = new TopicPartition(sourceTopic, partition);
+      TransactionalProducers.Key key = key(partition);
+      TransactionalProducers.Kept kept = TransactionalProducers.take(key, batch);
+      KafkaProducer<byte[], byte[]> producer;
+      long committed;
+      if (kept != null) {
+        producer = kept.producer;
+        committed = kept.committed;
+      } else {
+        producer = new KafkaProducer<>(producerProperties(key.transactionalId()));
+        try {
+          producer.initTransactions();
+          committed = committedOffset(tp);
+        } catch (RuntimeException e) {
+          producer.close(Duration.ZERO);
+          throw e;
+        }
+      }
+      try {
+        producer.beginTransaction();
+      } catch (RuntimeException e) {
+        producer.close(Duration.ZERO);
+        throw e;
+      }
+      // What a replay skips, for whoever reads an executor's log after a failure.
+      LOG.info("Transaction begun for {} in batch {}: its outputs are committed up to offset {} ({})", tp, batch,
+          committed < 0 ? "none" : committed, kept != null ? "its producer kept from the batch before" : "a new producer");
+      return new Txn(key, producer, tp, new Progress(committed), batch, kept != null);
+    }
+
+    // read_committed: the fetch waits for offsets still pending in a transaction (KIP-447), so a
+    // predecessor's commit that initTransactions let finish is seen here.
+    private long committedOffset(TopicPartition tp) {
+      if (offsets == null) offsets = new KafkaConsumer<>(consumerProperties());
+      OffsetAndMetadata c = offsets.committed(Collections.singleton(tp)).get(tp);
+      return c == null ? -1L : c.offset();
+    }
   }
 
-  /** Fence earlier writers of the partition, then read how far its outputs are committed. */
-  private Txn begin(int partition, KafkaConsumer<byte[], byte[]> offsets) {
+  private TransactionalProducers.Key key(int partition) {
+    Map<String, String> settings = new HashMap<>(producerProps);
+    return new TransactionalProducers.Key(transactionalId(transactionalPrefix, partition), settings, group);
+  }
+
+  private Properties producerProperties(String transactionalId) {
     Properties p = new Properties();
     p.putAll(producerProps);
-    p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId(transactionalPrefix, partition));
+    p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
     p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
     p.put(ProducerConfig.ACKS_CONFIG, "all");
     // A batch's task may write for longer than the client's default minute (a backlog read in one
@@ -182,21 +248,7 @@ public final class PartitionTransactions implements Serializable {
     p.putIfAbsent(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "300000");
     p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
     p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
-    KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p);
-    try {
-      producer.initTransactions();
-      TopicPartition tp = new TopicPartition(sourceTopic, partition);
-      // read_committed: the fetch waits for offsets still pending in a transaction (KIP-447), so
-      // a predecessor's commit that initTransactions let finish is seen here.
-      OffsetAndMetadata c = offsets.committed(Collections.singleton(tp)).get(tp);
-      producer.beginTransaction();
-      // What a replay skips, for whoever reads an executor's log after a failure.
-      LOG.info("Transaction begun for {}: its outputs are committed up to offset {}", tp, c == null ? "none" : c.offset());
-      return new Txn(producer, tp, new Progress(c == null ? -1L : c.offset()));
-    } catch (RuntimeException e) {
-      producer.close();
-      throw e;
-    }
+    return p;
   }
 
   private Properties consumerProperties() {
@@ -210,18 +262,28 @@ public final class PartitionTransactions implements Serializable {
     return p;
   }
 
-  /** One input partition's open transaction in a task. */
+  /**
+   * One input partition's open transaction in a task. Ended (committed or aborted), its producer
+   * is kept for the partition's next batch with the offset the group is now at; failed, it is closed.
+   */
   private final class Txn {
+    final TransactionalProducers.Key key;
     final KafkaProducer<byte[], byte[]> producer;
     final TopicPartition source;
     final Progress progress;
+    final long batch;
+    final boolean kept; // on the producer of the partition's batch before
     final AtomicReference<Exception> failed = new AtomicReference<>();
     boolean done;
 
-    Txn(KafkaProducer<byte[], byte[]> producer, TopicPartition source, Progress progress) {
+    Txn(TransactionalProducers.Key key, KafkaProducer<byte[], byte[]> producer, TopicPartition source,
+        Progress progress, long batch, boolean kept) {
+      this.key = key;
       this.producer = producer;
       this.source = source;
       this.progress = progress;
+      this.batch = batch;
+      this.kept = kept;
     }
 
     void sent(RecordMetadata m, Exception e) {
@@ -230,26 +292,45 @@ public final class PartitionTransactions implements Serializable {
 
     void commit() throws Exception {
       if (done) return;
-      if (!progress.wrote()) {
-        producer.abortTransaction(); // every record was committed already: nothing to add
-      } else {
+      try {
+        if (!progress.wrote()) {
+          producer.abortTransaction(); // every record was committed already: nothing to add
+          keep(progress.committed);
+          return;
+        }
         producer.flush();
         if (failed.get() != null) throw failed.get(); // a failed send fails the task, never commits
         producer.sendOffsetsToTransaction(Collections.singletonMap(source, new OffsetAndMetadata(progress.next())),
             new ConsumerGroupMetadata(group));
         producer.commitTransaction();
+        keep(progress.next());
+      } catch (Exception e) {
+        discard(); // fenced, broken, or a commit whose outcome is unknown: its offset is no longer known
+        throw e;
       }
-      done = true;
     }
 
+    /** Abort; a producer that cannot (fenced or broken) is closed: its successor's initTransactions aborts what it left open. */
     void abandon() {
       if (done) return;
-      done = true;
       try {
         producer.abortTransaction();
-      } catch (RuntimeException ignored) {
-        // Fenced or broken: the successor's initTransactions aborts what this one left open.
+      } catch (RuntimeException e) {
+        LOG.warn("Aborting the transaction for {} failed; its producer is closed", source, e);
+        discard();
+        return;
       }
+      keep(progress.committed);
+    }
+
+    private void keep(long committed) {
+      done = true;
+      TransactionalProducers.keep(key, producer, committed, batch);
+    }
+
+    void discard() {
+      done = true;
+      producer.close(Duration.ZERO);
     }
   }
 }

@@ -12,29 +12,33 @@ import org.apache.spark.sql.Row;
  * log, scored with the model version pinned for the batch) writes only what no transaction
  * committed.
  */
-public final class TransactionalSink implements ForeachPartitionFunction<Row> {
-  private static final long serialVersionUID = 1L;
-
+public final class TransactionalSink {
   private final PartitionTransactions transactions;
 
   public TransactionalSink(PartitionTransactions transactions) {
     this.transactions = transactions;
   }
 
-  /** Write a batch's sink rows ({@link Scorer#sinkRowsWithSource}), one transaction per input partition. */
-  public void write(Dataset<Row> rows) {
-    rows.foreachPartition(this);
+  /**
+   * Write batch {@code batch}'s sink rows ({@link Scorer#sinkRowsWithSource}), one transaction per
+   * input partition; the batch's id lets a partition's producer of the batch before go on (ADR 29).
+   */
+  public void write(Dataset<Row> rows, long batch) {
+    rows.foreachPartition(new Task(transactions, batch));
   }
 
-  @Override
-  public void call(Iterator<Row> rows) throws Exception {
-    try (PartitionTransactions.Writes writes = transactions.open()) {
-      try {
-        while (rows.hasNext()) writes.write(rows.next());
-        writes.commit();
-      } catch (Exception e) {
-        writes.abort();
-        throw e;
+  /** One task's rows of a batch. */
+  private record Task(PartitionTransactions transactions, long batch) implements ForeachPartitionFunction<Row> {
+    @Override
+    public void call(Iterator<Row> rows) throws Exception {
+      try (PartitionTransactions.Writes writes = transactions.open(batch)) {
+        try {
+          while (rows.hasNext()) writes.write(rows.next());
+          writes.commit();
+        } catch (Exception e) {
+          writes.abort();
+          throw e;
+        }
       }
     }
   }

@@ -29,7 +29,7 @@ public final class TransactionalWriter extends ForeachWriter<Row> {
 
   @Override
   public boolean open(long partitionId, long epochId) {
-    writes = transactions.open();
+    writes = transactions.open(epochId); // the real-time batch's id
     return true;
   }
 

@@ -10,7 +10,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * What a transaction writes of a partition read again, and the offset it commits. The Kafka side
- * (fencing, the committed-offset lookup, the commit itself) needs a broker: tests/test_exactly_once.py.
+ * (fencing, the committed-offset lookup, the commit itself) needs a broker:
+ * {@link PartitionTransactionsBrokerTest}, and the real job in tests/test_exactly_once.py.
  */
 class PartitionTransactionsTest {
   @Test
