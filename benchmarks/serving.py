@@ -61,10 +61,13 @@ class Job:
             "workDir": str(work / name / "job"),
             "delivery": delivery,
         })
-        # A real-time query writes each record as it is scored: no trigger interval to wait for
-        # (with exactlyOnce too: its records are appended as they are scored, and only become
-        # visible to read_committed readers as the batch's transaction commits).
-        self.trigger_seconds = 0.0 if realtime else duration_seconds(config.spark.trigger_interval)
+        # How long a reader may wait for output: a trigger interval. A real-time query writes each
+        # record as it is scored, but with exactlyOnce its records become visible to read_committed
+        # readers only as the batch's transaction commits: once per real-time batch.
+        if realtime:
+            self.trigger_seconds = duration_seconds(rt_batch) if delivery == "exactlyOnce" else 0.0
+        else:
+            self.trigger_seconds = duration_seconds(config.spark.trigger_interval)
         self.process = JobProcess(config, work / name)
         self.started = 0.0
 

@@ -22,12 +22,13 @@ that every peer reads; the demo's decision tree (PMML) for every PMML peer. Part
                 steady pace of half scorestream's PMML rate (or `--latency-rate`); scorestream with
                 the job config's default trigger interval
   eo            exactly-once in the same run: scorestream PMML with `delivery: exactlyOnce` and with
-                at-least-once, and (K) with `processing.guarantee=exactly_once_v2`: throughput over
-                the data topic, then latency at half the at-least-once job's rate to when a
-                read_committed consumer receives each prediction (a transactional peer's records
-                are appended before their transaction commits); the same latency with
-                `spark.trigger: realTime`, exactly-once next to at-least-once (a transaction per
-                real-time batch commits at the batch's end); the ratios printed
+                at-least-once, micro-batches and `spark.trigger: realTime`, and (K) with
+                `processing.guarantee=exactly_once_v2`: throughput over the data topic, then latency
+                to when a read_committed consumer receives each prediction (a transactional peer's
+                records are appended before their transaction commits), (K) committing as often as
+                the jobs (`commit.interval.ms`: the job config's trigger interval; realTime's batch,
+                whose transaction commits at its end): micro-batches at half the at-least-once
+                job's rate, realTime at half realTime exactly-once's; the ratios printed
   counting      what the serving statistics cost: the JVM scorer's counting and its drift histograms
                 per record, next to its decode + PMML4S + prediction record, in one warm JVM (jvm/)
 Rates from the broker's append times of each peer's output. Steady state: the records after the
@@ -259,43 +260,54 @@ def run(args) -> dict:
                                                 prewarm=(60 * args.rt_warm_minutes, args.rt_warm_rate), window=window,
                                                 broker_pid=broker.pid))
         def eo():
-            """(K) exactly_once_v2, scorestream exactly-once and at-least-once: throughput, then latency."""
-            def k_eos(t):
-                return kstreams.PeerProcess(b, f"bench-{t['out']}", t, work / t["out"],
-                                            **{"processing.guarantee": "exactly_once_v2"})
+            """(K) exactly_once_v2, scorestream exactly-once and at-least-once, micro-batches and
+            realTime: throughput, then latency to a read_committed reader, (K) committing as often
+            as the jobs do (the job config's trigger interval; realTime's batch)."""
+            def k_eos(t, commit_s: float | None = None):
+                settings = {"processing.guarantee": "exactly_once_v2"}
+                if commit_s:
+                    settings["commit.interval.ms"] = str(round(commit_s * 1000))
+                peer = kstreams.PeerProcess(b, f"bench-{t['out']}", t, work / t["out"], **settings)
+                # Its output becomes visible once per commit (exactly_once_v2's default: 100 ms).
+                peer.trigger_seconds = commit_s or 0.1
+                return peer
 
-            def job(delivery):
-                return lambda t: serving.Job(b, t["out"].removesuffix("-out"), t, work, per_batch=args.per_batch,
-                                             trigger="100ms", delivery=delivery)
+            def job(delivery, realtime=False, trigger="100ms", per_batch=args.per_batch):
+                return lambda t: serving.Job(b, t["out"].removesuffix("-out"), t, work, per_batch=per_batch,
+                                             trigger=trigger, delivery=delivery, realtime=realtime,
+                                             rt_batch=args.rt_batch)
 
-            peers = {"K-eos": k_eos, "alo": job("atLeastOnce"), "eo": job("exactlyOnce")}
             found: dict = {}
-            for name, peer in peers.items():
-                found[name] = throughput(b, f"eo-{name.lower()}", tree, args.records, args.per_batch, peer, 900,
-                                         broker_pid=broker.pid)[0]
-            rate = args.latency_rate or found["alo"]["steady"] / 2
-            for name, peer in peers.items():
-                lat = f"eo-lat-{name.lower()}"
-                # Latency peers run the job config's own trigger interval, as pmml-latency does.
-                paced_peer = peer if name == "K-eos" else (
-                    lambda t, lat=lat, d="exactlyOnce" if name == "eo" else "atLeastOnce":
-                    serving.Job(b, lat, t, work, delivery=d))
+            for name, peer in {"K-eos": k_eos, "alo": job("atLeastOnce"), "eo": job("exactlyOnce"),
+                               "rt-alo": job("atLeastOnce", True), "rt-eo": job("exactlyOnce", True)}.items():
+                try:  # one broken peer must not hide the others' figures
+                    found[name] = throughput(b, f"eo-{name.lower()}", tree, args.records, args.per_batch, peer, 900,
+                                             broker_pid=broker.pid)[0]
+                except Exception as e:
+                    traceback.print_exc()
+                    found[name] = e
+            # At half the at-least-once job's rate, and in real-time mode at half realTime exactly-once's.
+            found["rate"] = args.latency_rate or found["alo"]["steady"] / 2
+            rt_max = found["rt-eo"] if isinstance(found["rt-eo"], dict) else found["rt-alo"]
+            found["rt_rate"] = args.latency_rate or rt_max["steady"] / 2
+            found["commit_s"] = serving.duration_seconds(serving.default_trigger())
+            found["rt_commit_s"] = serving.duration_seconds(args.rt_batch)
+            # Latency peers run the job config's own trigger interval, as pmml-latency does.
+            latency_peers = {
+                "K-eos": (found["rate"], lambda t: k_eos(t, found["commit_s"])),
+                "alo": (found["rate"], job("atLeastOnce", trigger=None, per_batch=None)),
+                "eo": (found["rate"], job("exactlyOnce", trigger=None, per_batch=None)),
+                "rt-K-eos": (found["rt_rate"], lambda t: k_eos(t, found["rt_commit_s"])),
+                "rt-alo": (found["rt_rate"], job("atLeastOnce", True, per_batch=None)),
+                "rt-eo": (found["rt_rate"], job("exactlyOnce", True, per_batch=None)),
+            }
+            for name, (rate, peer) in latency_peers.items():
                 try:  # a peer that cannot keep up at the rate keeps its throughput figures
-                    found[f"{name}-latency"] = paced_latency(b, lat, tree, paced_peer, rate, args, visible=True)
+                    found[f"{name}-latency"] = paced_latency(b, f"eo-lat-{name.lower()}", tree, peer, rate, args,
+                                                             visible=True)
                 except Exception as e:
                     traceback.print_exc()
                     found[f"{name}-latency"] = e
-            # Real-time mode: latency only (its throughput is rt's), to a read_committed reader.
-            for name, delivery in (("rt-alo", "atLeastOnce"), ("rt-eo", "exactlyOnce")):
-                lat = f"eo-lat-{name}"
-                try:
-                    found[f"{name}-latency"] = paced_latency(
-                        b, lat, tree, lambda t, lat=lat, d=delivery: serving.Job(b, lat, t, work, realtime=True, delivery=d),
-                        rate, args, visible=True)
-                except Exception as e:
-                    traceback.print_exc()
-                    found[f"{name}-latency"] = e
-            found["rate"] = rate
             return found
 
         part("eo", eo)
@@ -442,39 +454,34 @@ def predictions_differ(r: dict) -> bool:
 
 def report_eo(e: dict) -> None:
     labels = {"K-eos": "(K) Kafka Streams, exactly_once_v2", "alo": "scorestream PMML, atLeastOnce",
-              "eo": "scorestream PMML, exactlyOnce"}
-    print(f"\nexactly-once, the same run (records/s from the broker's append times; latency from CreateTime to a"
-          f" read_committed consumer's receipt, at {e['rate']:,.0f} rec/s):")
+              "eo": "scorestream PMML, exactlyOnce", "rt-alo": "scorestream PMML realTime, atLeastOnce",
+              "rt-eo": "scorestream PMML realTime, exactlyOnce"}
+    print("\nexactly-once, the same run (records/s from the broker's append times; micro-batches at trigger 100 ms,"
+          " (K) committing every 100 ms):")
     for key, label in labels.items():
-        v, lat = e[key], e[f"{key}-latency"]
-        latency_text = (f"latency failed: {str(lat).splitlines()[0][:90]}" if isinstance(lat, Exception) else
-                        f"p50 {lat['p50']:>6,} ms   p99 {lat['p99']:>6,} ms   max {lat['max']:>6,} ms")
-        print(f"  {label:40}{v['steady']:>10,.0f} rec/s   {latency_text}{_notes(v)}")
-    eo, alo, k = e["eo"]["steady"], e["alo"]["steady"], e["K-eos"]["steady"]
-    print(f"  throughput: exactlyOnce / atLeastOnce {eo / alo:.2f}x; exactlyOnce / (K) exactly_once_v2 {eo / k:.2f}x")
-    p99 = {key: e[f"{key}-latency"]["p99"] for key in labels if isinstance(e[f"{key}-latency"], dict)}
-    if "eo" in p99:
-        print("  p99 latency: " + "; ".join(f"exactlyOnce / {labels[key].split(',')[-1].strip()} {p99['eo'] / p99[key]:.2f}x"
-                                           for key in ("alo", "K-eos") if key in p99))
-    report_rt_eo(e)
-
-
-def report_rt_eo(e: dict) -> None:
-    """The eo part's real-time rows: latency to a read_committed reader, exactly-once next to at-least-once."""
-    rt = {"rt-alo": "scorestream PMML realTime, atLeastOnce", "rt-eo": "scorestream PMML realTime, exactlyOnce"}
-    for key, label in rt.items():
-        lat = e.get(f"{key}-latency")
-        if lat is None:
-            continue
-        text = (f"failed: {str(lat).splitlines()[0][:90]}" if isinstance(lat, Exception) else
-                f"p50 {lat['p50']:>6,} ms   p99 {lat['p99']:>6,} ms   max {lat['max']:>6,} ms")
-        print(f"  {label:40}{'latency only':>16}   {text}")
-    rt_lat = [e.get(f"{key}-latency") for key in rt]
-    if all(isinstance(v, dict) for v in rt_lat):
-        alo, eo = rt_lat
-        print(f"  realTime, read_committed reader: exactlyOnce / atLeastOnce p50 {eo['p50'] / max(alo['p50'], 1):.1f}x,"
-              f" p99 {eo['p99'] / max(alo['p99'], 1):.1f}x (a real-time batch's transaction commits as the batch"
-              f" ends, {serving.REAL_TIME_BATCH} batches)")
+        v = e[key]
+        text = f"failed: {str(v).splitlines()[0][:90]}" if isinstance(v, Exception) else f"{v['steady']:>10,.0f} rec/s"
+        print(f"  {label:40}{text}{'' if isinstance(v, Exception) else _notes(v)}")
+    steady = {key: e[key]["steady"] for key in labels if isinstance(e[key], dict)}
+    short = {"K-eos": "(K)", "alo": "atLeastOnce", "eo": "exactlyOnce", "rt-alo": "realTime atLeastOnce",
+             "rt-eo": "realTime exactlyOnce"}
+    ratios = [f"{short[a]} / {short[b]} {steady[a] / steady[b]:.2f}x"
+              for a, b in (("eo", "alo"), ("eo", "K-eos"), ("rt-eo", "rt-alo")) if a in steady and b in steady]
+    print("  throughput: " + "; ".join(ratios))
+    for prefix, rate, commit in (("", e["rate"], e["commit_s"]), ("rt-", e["rt_rate"], e["rt_commit_s"])):
+        interval = "realTime batches" if prefix else "the jobs' trigger"
+        print(f"  latency from CreateTime to a read_committed consumer's receipt at {rate:,.0f} rec/s;"
+              f" {interval} and (K)'s commit.interval.ms {commit:g} s:")
+        keys = [f"{prefix}K-eos", f"{prefix}alo", f"{prefix}eo"]
+        lat = {k: e[f"{k}-latency"] for k in keys}
+        for k in keys:
+            v = lat[k]
+            text = (f"failed: {str(v).splitlines()[0][:90]}" if isinstance(v, Exception) else
+                    f"p50 {v['p50']:>6,} ms   p99 {v['p99']:>6,} ms   max {v['max']:>6,} ms")
+            print(f"    {labels[k.replace('rt-K-eos', 'K-eos')]:40}{text}")
+        eo, k = lat[f"{prefix}eo"], lat[f"{prefix}K-eos"]
+        if isinstance(eo, dict) and isinstance(k, dict):
+            print(f"    p99 exactlyOnce / (K) exactly_once_v2 at the same commit interval {eo['p99'] / max(k['p99'], 1):.2f}x")
 
 
 def _startup(v: dict) -> str:
