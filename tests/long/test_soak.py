@@ -485,7 +485,7 @@ def test_an_hour_exactly_once_through_swaps_and_broker_restarts(kraft, cluster, 
         rate = (stream.stop() - sent_before) / SOAK_SECONDS
         if roll is not None:
             rolls.append((roll.broker, roll.wait()))
-        ends = wait_until(probe.ends, timeout=60, what="the data partition's end offset")
+        ends = wait_until(lambda: probe.ends("data"), timeout=60, what="the data partition's end offset")
         n = ends[1]
         wait_until(lambda: (job.proc.poll() is None or pytest.fail(job.tail(60))) and probe.committed() == n,
                    timeout=900, what="every record committed")
