@@ -273,7 +273,9 @@ def run(args) -> dict:
                 return peer
 
             def job(delivery, realtime=False, trigger="100ms", per_batch=args.per_batch):
-                return lambda t: serving.Job(b, t["out"].removesuffix("-out"), t, work, per_batch=per_batch,
+                # A real-time query takes no maxOffsetsPerTrigger: its batches are checkpoint intervals.
+                return lambda t: serving.Job(b, t["out"].removesuffix("-out"), t, work,
+                                             per_batch=None if realtime else per_batch,
                                              trigger=trigger, delivery=delivery, realtime=realtime,
                                              rt_batch=args.rt_batch)
 
@@ -288,8 +290,8 @@ def run(args) -> dict:
                     found[name] = e
             # At half the at-least-once job's rate, and in real-time mode at half realTime exactly-once's.
             found["rate"] = args.latency_rate or found["alo"]["steady"] / 2
-            rt_max = found["rt-eo"] if isinstance(found["rt-eo"], dict) else found["rt-alo"]
-            found["rt_rate"] = args.latency_rate or rt_max["steady"] / 2
+            rt_max = next((found[k]["steady"] for k in ("rt-eo", "rt-alo") if isinstance(found[k], dict)), None)
+            found["rt_rate"] = args.latency_rate or (rt_max / 2 if rt_max else found["rate"])
             found["commit_s"] = serving.duration_seconds(serving.default_trigger())
             found["rt_commit_s"] = serving.duration_seconds(args.rt_batch)
             # Latency peers run the job config's own trigger interval, as pmml-latency does.
