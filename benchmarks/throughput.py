@@ -17,10 +17,15 @@ that every peer reads; the demo's decision tree (PMML) for every PMML peer. Part
                 run), within a relative 1e-5: beyond it, the run exits 1 after its report
   rt            scorestream's serving job with the tree and `spark.trigger: realTime` (Spark's
                 real-time mode, batches of `--rt-batch`, 5s by default: runtime/realtime.py)
+  rt-tf         the same with tf's SavedModel (TensorFlow in the scorer's JVM scores each record
+                as it comes); its predictions checked against tf's (or (K-TF)'s) as K-tf's are
   K-latency, pmml-latency, rt-latency (or: latency)
                 p50/p99 from a record's CreateTime to its prediction's LogAppendTime, produced at a
                 steady pace of half scorestream's PMML rate (or `--latency-rate`); scorestream with
                 the job config's default trigger interval
+  K-tf-latency, rt-tf-latency (or: tf-latency)
+                the same for tf's SavedModel: (K-TF) beside scorestream TF in real-time mode, at half
+                rt-tf's steady rate (or tf's, or `--latency-rate`)
   eo            exactly-once in the same run: scorestream PMML with `delivery: exactlyOnce` and with
                 at-least-once, micro-batches and `spark.trigger: realTime`, and (K) with
                 `processing.guarantee=exactly_once_v2`: throughput over the data topic, then latency
@@ -33,7 +38,7 @@ that every peer reads; the demo's decision tree (PMML) for every PMML peer. Part
                 per record, next to its decode + PMML4S + prediction record, in one warm JVM (jvm/)
 Rates from the broker's append times of each peer's output. Steady state: the records after the
 first `--per-batch` (scorestream's first micro-batch, which pays for start-up and JIT; the same
-count for K and rt) over their time. Warm: (K), scorestream PMML and rt read `--warm-records` more, and the
+count for K and rt) over their time. Warm: every peer but (raw) and (a) reads `--warm-records` more, and the
 last `--records` of all they read are measured again: the steady state of a peer that has been
 running for a while, which a 300,000-record run on 2 cores never reaches (HotSpot still compiles
 Spark's per-batch code, its planner and task serialization, when such a run ends). Incl.
@@ -70,8 +75,10 @@ from scorestream import jars
 from scorestream.tools.demo import feed, models
 from scorestream.tools.local.broker import EmbeddedBroker
 
-PARTS = ("raw", "a", "K", "pmml", "tf", "K-tf", "rt", "K-latency", "pmml-latency", "rt-latency", "eo", "counting")
-ALIASES = {"latency": ("K-latency", "pmml-latency", "rt-latency"), "all": PARTS}
+PARTS = ("raw", "a", "K", "pmml", "tf", "K-tf", "rt", "rt-tf", "K-latency", "pmml-latency", "rt-latency",
+         "K-tf-latency", "rt-tf-latency", "eo", "counting")
+ALIASES = {"latency": ("K-latency", "pmml-latency", "rt-latency"), "tf-latency": ("K-tf-latency", "rt-tf-latency"),
+           "all": PARTS}
 DATA = "bench-in"
 
 
@@ -184,7 +191,7 @@ def run(args) -> dict:
                 traceback.print_exc()
                 r[name] = e
 
-        if any(p in args.only for p in ("raw", "a", "K", "pmml", "tf", "K-tf", "rt", "eo")):
+        if any(p in args.only for p in ("raw", "a", "K", "pmml", "tf", "K-tf", "rt", "rt-tf", "eo")):
             kafka.make_topics(b, DATA)
             kafka.preload(b, DATA, args.records + args.warm_records)
         part("raw", lambda: (baselines.raw_rate(b, DATA, args.records, 1), baselines.raw_rate(b, DATA, args.records, 2)))
@@ -217,15 +224,20 @@ def run(args) -> dict:
         tf_sample: dict = {}  # some of tf's predictions, by key: what (K-TF)'s are checked against
 
         def tf_throughput():
-            rates, out = job_run("tf", keras())
+            rates, out = job_run("tf", keras(), args.warm_records)
             tf_sample.update(predictions.sample(out))
             return rates
 
-        def k_tf_throughput():
-            def peer(t):
-                return kstreams.PeerProcess(b, f"bench-{t['out']}", t, work / t["out"], model_format="tensorflow")
+        def k_tf_peer(t):
+            return kstreams.PeerProcess(b, f"bench-{t['out']}", t, work / t["out"], model_format="tensorflow")
 
-            rates, out = throughput(b, "k-tf", keras(), args.records, args.per_batch, peer, 900, broker_pid=broker.pid)
+        def k_tf_throughput():
+            rates, out = throughput(b, "k-tf", keras(), args.records, args.per_batch, k_tf_peer, 900, args.warm_records,
+                                    broker.pid)
+            return {**rates, "difference": tf_difference(out)}
+
+        def rt_tf_throughput():
+            rates, out = job_run("rt-tf", keras(), args.warm_records, realtime=True)
             return {**rates, "difference": tf_difference(out)}
 
         def tf_difference(out) -> predictions.Difference:
@@ -240,6 +252,7 @@ def run(args) -> dict:
         part("tf", tf_throughput)
         part("K-tf", k_tf_throughput)
         part("rt", lambda: job_throughput("rt", tree, args.warm_records, realtime=True))
+        part("rt-tf", rt_tf_throughput)
 
         rate, basis = latency_rate(args, r)
         r["latency_rate"] = (rate, basis)
@@ -259,6 +272,17 @@ def run(args) -> dict:
                                                 rate, args, seconds=seconds, warmup=rt_warmup,
                                                 prewarm=(60 * args.rt_warm_minutes, args.rt_warm_rate), window=window,
                                                 broker_pid=broker.pid))
+        tf_rate, tf_basis = tf_latency_rate(args, r)
+        r["tf_latency_rate"] = (tf_rate, tf_basis)
+        tf_window = serving.duration_seconds(args.rt_batch) if "rt-tf-latency" in args.only else None
+        part("K-tf-latency", lambda: paced_latency(b, "lat-k-tf", keras(), k_tf_peer, tf_rate, args, seconds=seconds,
+                                                   window=tf_window, broker_pid=broker.pid))
+        part("rt-tf-latency", lambda: paced_latency(b, "lat-rt-tf", keras(),
+                                                    lambda t: serving.Job(b, "lat-rt-tf", t, work, realtime=True,
+                                                                          rt_batch=args.rt_batch),
+                                                    tf_rate, args, seconds=seconds, warmup=rt_warmup,
+                                                    prewarm=(60 * args.rt_warm_minutes, args.rt_warm_rate),
+                                                    window=tf_window, broker_pid=broker.pid))
         def eo():
             """(K) exactly_once_v2, scorestream exactly-once and at-least-once, micro-batches and
             realTime: throughput, then latency to a read_committed reader, (K) committing as often
@@ -318,10 +342,10 @@ def run(args) -> dict:
 
 
 def latency_seconds(args) -> float:
-    """--latency-seconds, up to whole real-time batches when rt-latency runs: each batch's end
-    stalls the reading, so a window of a fraction of a batch would hold a stall or none by chance.
-    Every latency part measures as long, so the peers' windows match."""
-    if "rt-latency" not in args.only:
+    """--latency-seconds, up to whole real-time batches when rt-latency or rt-tf-latency runs: each
+    batch's end stalls the reading, so a window of a fraction of a batch would hold a stall or none
+    by chance. Every latency part measures as long, so the peers' windows match."""
+    if "rt-latency" not in args.only and "rt-tf-latency" not in args.only:
         return args.latency_seconds
     batch = serving.duration_seconds(args.rt_batch)
     return math.ceil(args.latency_seconds / batch - 1e-9) * batch
@@ -337,6 +361,18 @@ def latency_rate(args, r: dict) -> tuple[float, str]:
     return 5000.0, "a default: no PMML rate was measured in this run"
 
 
+def tf_latency_rate(args, r: dict) -> tuple[float, str]:
+    """Half the TensorFlow job's maximum: its real-time rate where measured, else its micro-batch one."""
+    if args.latency_rate:
+        return args.latency_rate, "--latency-rate"
+    for name, label in (("rt-tf", "half of scorestream TF realTime's steady rate"),
+                        ("tf", "half of scorestream TF's steady rate: its realTime rate was not measured"),
+                        ("K-tf", "half of (K-TF)'s steady rate: scorestream TF was not measured")):
+        if isinstance(r.get(name), dict) and math.isfinite(r[name]["steady"]):
+            return r[name]["steady"] / 2, label
+    return 5000.0, "a default: no TensorFlow rate was measured in this run"
+
+
 def report(args, r: dict) -> None:
     ok = {k: v for k, v in r.items() if not isinstance(v, Exception)}
     failed = {k: str(v).splitlines()[0][:100] for k, v in r.items() if isinstance(v, Exception)}
@@ -346,7 +382,7 @@ def report(args, r: dict) -> None:
         print("  (other work was running: every figure is lower, and the ratios noisier, than on an idle machine)")
     raw1, raw2 = ok.get("raw", (None, None))
     per_record, k, pmml, tf, rt = ok.get("a"), ok.get("K"), ok.get("pmml"), ok.get("tf"), ok.get("rt")
-    k_tf = ok.get("K-tf")
+    k_tf, rt_tf = ok.get("K-tf"), ok.get("rt-tf")
     rows = [
         ("(raw) confluent-kafka consume+produce, 1 proc", "raw", raw1 and {"steady": raw1}),
         ("(raw) confluent-kafka consume+produce, 2 procs", "raw", raw2 and {"steady": raw2}),
@@ -356,6 +392,7 @@ def report(args, r: dict) -> None:
         ("scorestream TensorFlow", "tf", tf),
         ("(K-TF) Kafka Streams + TF Java, 2 threads", "K-tf", k_tf),
         (f"scorestream PMML, trigger realTime {args.rt_batch}", "rt", rt),
+        (f"scorestream TF, trigger realTime {args.rt_batch}", "rt-tf", rt_tf),
     ]
     if any(key in r for _, key, _ in rows):
         print(f"{'records/s':>62}{'incl. start-up':>16}")
@@ -377,7 +414,8 @@ def report(args, r: dict) -> None:
         goals += _against_peer(name, job, "(K)", k)
     goals += _against_peer("scorestream TF", tf, "(K-TF)", k_tf)
     if tf and pmml:
-        goals.append(("scorestream TF >= 40% of scorestream PMML", f"{tf['steady'] / pmml['steady']:.0%}", tf["steady"] >= 0.4 * pmml["steady"], ""))
+        goals.append(("scorestream TF >= 80% of scorestream PMML", f"{tf['steady'] / pmml['steady']:.0%}", tf["steady"] >= 0.8 * pmml["steady"], ""))
+    goals += _against_peer("scorestream TF realTime", rt_tf, "(K-TF)", k_tf, at_least=1.2)
     warming = [(label, v["slices"]) for label, key, v in rows if v and v.get("slices")]
     if warming:
         print(f"\nrecords/s of each {args.per_batch:,} records written in turn (the first from the first one written; "
@@ -400,12 +438,12 @@ def report(args, r: dict) -> None:
     if per_record and (pmml or tf or k):
         print("  against (a): " + ", ".join(f"{label} x{v['steady'] / per_record:,.0f}"
                                             for label, v in (("scorestream PMML", pmml), ("TF", tf), ("(K)", k)) if v))
-    if k_tf and "difference" in k_tf:
-        difference = k_tf["difference"]
-        print(f"\n(K-TF) predictions: {difference.describe()}")
-        if not difference.within_tolerance:
-            print("  BEYOND TOLERANCE: (K-TF) does not serve scorestream TF's predictions; its figures compare"
-                  " different work")
+    for label, v in (("(K-TF)", k_tf), ("scorestream TF realTime", rt_tf)):
+        if v and "difference" in v:
+            print(f"\n{label} predictions: {v['difference'].describe()}")
+            if not v["difference"].within_tolerance:
+                print(f"  BEYOND TOLERANCE: {label} does not serve the other TensorFlow peer's predictions; its"
+                      " figures compare different work")
 
     if any(key in r for key in ("K-latency", "pmml-latency", "rt-latency")):
         rate, basis = r["latency_rate"]
@@ -422,6 +460,8 @@ def report(args, r: dict) -> None:
                 for line in rest:
                     print(f"    {line}")
 
+    report_tf_latency(args, r, ok, failed)
+
     if "eo" in ok:
         report_eo(ok["eo"])
     elif "eo" in failed:
@@ -435,8 +475,32 @@ def report(args, r: dict) -> None:
               f"record, {drift / (work + count + drift):.2%} of the scorer's work")
 
 
-def _against_peer(name: str, job: dict | None, label: str, peer: dict | None) -> list[tuple]:
-    """The goals of a scorestream job against its Kafka Streams peer: at least its rate, steady and warm."""
+def report_tf_latency(args, r: dict, ok: dict, failed: dict) -> None:
+    """TensorFlow's latency parts: (K-TF) beside scorestream TF realTime, and the p99 goal."""
+    if not any(key in r for key in ("K-tf-latency", "rt-tf-latency")):
+        return
+    rate, basis = r["tf_latency_rate"]
+    print(f"\nlatency of the TensorFlow peers, the same measure, at {rate:,.0f} rec/s ({basis}):")
+    for key, label in (("K-tf-latency", "(K-TF)"), ("rt-tf-latency", f"scorestream TF, trigger realTime {args.rt_batch}")):
+        if key in failed:
+            print(f"  {label:40}failed: {failed[key]}")
+        elif key in ok:
+            first, *rest = latency.describe(ok[key])
+            print(f"  {label:40}{first}")
+            for line in rest:
+                print(f"    {line}")
+    if "rt-tf-latency" in ok:
+        p99 = ok["rt-tf-latency"]["p99"]
+        print(f"  scorestream TF realTime p99 <= {TF_REAL_TIME_P99_MS} ms{p99:>9,} ms   "
+              f"{'met' if p99 <= TF_REAL_TIME_P99_MS else 'NOT met'}")
+
+
+# issue 49's goal for TensorFlow in real-time mode at half its maximum rate
+TF_REAL_TIME_P99_MS = 50
+
+
+def _against_peer(name: str, job: dict | None, label: str, peer: dict | None, at_least: float = 1.0) -> list[tuple]:
+    """The goals of a scorestream job against its Kafka Streams peer: at least `at_least` x its rate, steady and warm."""
     goals = []
     for rate, indent in (("steady", ""), ("warm", "  warm")):
         if job and peer and rate in job and rate in peer:
@@ -444,14 +508,13 @@ def _against_peer(name: str, job: dict | None, label: str, peer: dict | None) ->
             wins = "" if x >= 1 else f" - {label} wins by {peer[rate] / job[rate]:.2f}x ({peer[rate]:,.0f} vs {job[rate]:,.0f} rec/s)"
             if x < 1 and rate == "steady":
                 wins += f"; incl. start-up by {peer['with_startup'] / job['with_startup']:.2f}x"
-            goals.append((indent or f"{name} >= 1.0x {label}", f"{x:.2f}x", x >= 1, wins))
+            goals.append((indent or f"{name} >= {at_least:.1f}x {label}", f"{x:.2f}x", x >= at_least, wins))
     return goals
 
 
 def predictions_differ(r: dict) -> bool:
-    """(K-TF)'s predictions were compared and are not scorestream TF's."""
-    k_tf = r.get("K-tf")
-    return isinstance(k_tf, dict) and not k_tf["difference"].within_tolerance
+    """A TensorFlow peer's predictions were compared and are not the other's."""
+    return any(isinstance(r.get(key), dict) and not r[key]["difference"].within_tolerance for key in ("K-tf", "rt-tf"))
 
 
 def report_eo(e: dict) -> None:
@@ -518,7 +581,7 @@ def main() -> None:
     ap.add_argument("--per-batch", type=int, default=50_000,
                     help="scorestream's maxOffsetsPerTrigger, and the records left out of the steady rate")
     ap.add_argument("--warm-records", type=int, default=600_000,
-                    help="records (K), scorestream PMML and rt read before their warm window: the same count as "
+                    help="records every peer but (raw) and (a) reads before its warm window: the same count as "
                          "--records, read again once the JIT has had time (default 600,000; 0: no warm window)")
     ap.add_argument("--only", type=parts, default=list(PARTS), help=f"comma-separated: {','.join(PARTS)},latency")
     ap.add_argument("--latency-rate", type=float, help="records/s for the latency runs (default: half scorestream's PMML rate)")
