@@ -450,15 +450,9 @@ def report(args, r: dict) -> None:
         print(f"\nlatency, record CreateTime -> prediction LogAppendTime, at {rate:,.0f} rec/s ({basis}), "
               f"{r['latency_seconds']:.0f}s after a warm-up; per record, by stage (wall clock of one host, 1 ms "
               f"resolution; the stages add up to the whole):")
-        for key, label in (("K-latency", "(K)"), ("pmml-latency", f"scorestream PMML, trigger {serving.default_trigger()}"),
-                           ("rt-latency", f"scorestream PMML, trigger realTime {args.rt_batch}")):
-            if key in failed:
-                print(f"  {label:40}failed: {failed[key]}")
-            elif key in ok:
-                first, *rest = latency.describe(ok[key])
-                print(f"  {label:40}{first}")
-                for line in rest:
-                    print(f"    {line}")
+        _latency_rows(ok, failed, (("K-latency", "(K)"),
+                                   ("pmml-latency", f"scorestream PMML, trigger {serving.default_trigger()}"),
+                                   ("rt-latency", f"scorestream PMML, trigger realTime {args.rt_batch}")))
 
     report_tf_latency(args, r, ok, failed)
 
@@ -475,13 +469,8 @@ def report(args, r: dict) -> None:
               f"record, {drift / (work + count + drift):.2%} of the scorer's work")
 
 
-def report_tf_latency(args, r: dict, ok: dict, failed: dict) -> None:
-    """TensorFlow's latency parts: (K-TF) beside scorestream TF realTime, and the p99 goal."""
-    if not any(key in r for key in ("K-tf-latency", "rt-tf-latency")):
-        return
-    rate, basis = r["tf_latency_rate"]
-    print(f"\nlatency of the TensorFlow peers, the same measure, at {rate:,.0f} rec/s ({basis}):")
-    for key, label in (("K-tf-latency", "(K-TF)"), ("rt-tf-latency", f"scorestream TF, trigger realTime {args.rt_batch}")):
+def _latency_rows(ok: dict, failed: dict, parts: tuple[tuple[str, str], ...]) -> None:
+    for key, label in parts:
         if key in failed:
             print(f"  {label:40}failed: {failed[key]}")
         elif key in ok:
@@ -489,6 +478,16 @@ def report_tf_latency(args, r: dict, ok: dict, failed: dict) -> None:
             print(f"  {label:40}{first}")
             for line in rest:
                 print(f"    {line}")
+
+
+def report_tf_latency(args, r: dict, ok: dict, failed: dict) -> None:
+    """TensorFlow's latency parts: (K-TF) beside scorestream TF realTime, and the p99 goal."""
+    if not any(key in r for key in ("K-tf-latency", "rt-tf-latency")):
+        return
+    rate, basis = r["tf_latency_rate"]
+    print(f"\nlatency of the TensorFlow peers, the same measure, at {rate:,.0f} rec/s ({basis}):")
+    _latency_rows(ok, failed, (("K-tf-latency", "(K-TF)"),
+                               ("rt-tf-latency", f"scorestream TF, trigger realTime {args.rt_batch}")))
     if "rt-tf-latency" in ok:
         p99 = ok["rt-tf-latency"]["p99"]
         print(f"  scorestream TF realTime p99 <= {TF_REAL_TIME_P99_MS} ms{p99:>9,} ms   "
