@@ -352,25 +352,25 @@ def latency_seconds(args) -> float:
 
 
 def latency_rate(args, r: dict) -> tuple[float, str]:
-    if args.latency_rate:
-        return args.latency_rate, "--latency-rate"
-    for name, label in (("pmml", "half of scorestream PMML's steady rate"),
-                        ("K", "half of (K)'s steady rate: scorestream PMML was not measured")):
-        if isinstance(r.get(name), dict) and math.isfinite(r[name]["steady"]):
-            return r[name]["steady"] / 2, label
-    return 5000.0, "a default: no PMML rate was measured in this run"
+    return half_rate(args, r, (("pmml", "half of scorestream PMML's steady rate"),
+                               ("K", "half of (K)'s steady rate: scorestream PMML was not measured")), "PMML")
 
 
 def tf_latency_rate(args, r: dict) -> tuple[float, str]:
     """Half the TensorFlow job's maximum: its real-time rate where measured, else its micro-batch one."""
+    return half_rate(args, r, (("rt-tf", "half of scorestream TF realTime's steady rate"),
+                               ("tf", "half of scorestream TF's steady rate: its realTime rate was not measured"),
+                               ("K-tf", "half of (K-TF)'s steady rate: scorestream TF was not measured")), "TensorFlow")
+
+
+def half_rate(args, r: dict, parts: tuple[tuple[str, str], ...], kind: str) -> tuple[float, str]:
+    """--latency-rate, else half the steady rate of the first of `parts` measured, with what it is."""
     if args.latency_rate:
         return args.latency_rate, "--latency-rate"
-    for name, label in (("rt-tf", "half of scorestream TF realTime's steady rate"),
-                        ("tf", "half of scorestream TF's steady rate: its realTime rate was not measured"),
-                        ("K-tf", "half of (K-TF)'s steady rate: scorestream TF was not measured")):
+    for name, label in parts:
         if isinstance(r.get(name), dict) and math.isfinite(r[name]["steady"]):
             return r[name]["steady"] / 2, label
-    return 5000.0, "a default: no TensorFlow rate was measured in this run"
+    return 5000.0, f"a default: no {kind} rate was measured in this run"
 
 
 def report(args, r: dict) -> None:

@@ -196,22 +196,16 @@ public final class PartitionTransactions implements Serializable {
       TopicPartition tp = new TopicPartition(sourceTopic, partition);
       TransactionalProducers.Key key = key(partition);
       TransactionalProducers.Kept kept = TransactionalProducers.take(key, batch);
-      KafkaProducer<byte[], byte[]> producer;
+      KafkaProducer<byte[], byte[]> producer =
+          kept != null ? kept.producer : new KafkaProducer<>(producerProperties(key.transactionalId()));
       long committed;
-      if (kept != null) {
-        producer = kept.producer;
-        committed = kept.committed;
-      } else {
-        producer = new KafkaProducer<>(producerProperties(key.transactionalId()));
-        try {
+      try {
+        if (kept != null) {
+          committed = kept.committed;
+        } else {
           producer.initTransactions();
           committed = committedOffset(tp);
-        } catch (RuntimeException e) {
-          producer.close(Duration.ZERO);
-          throw e;
         }
-      }
-      try {
         producer.beginTransaction();
       } catch (RuntimeException e) {
         producer.close(Duration.ZERO);
