@@ -19,7 +19,7 @@ peers' JVMs, ``time.time`` here) on one host, each to the millisecond: so every 
   (``Records.prediction``: the job's JVM scorer and the Kafka Streams peer alike);
 - output appended: the prediction's LogAppendTime (``visible``: its receipt by a read_committed
   consumer).
-And the prediction's ``timings.scoringMicros``, the model's own time (PMML4S), to the microsecond:
+And the prediction's ``timings.scoringMicros``, the model's own time (PMML4S or TensorFlow Java), to the microsecond:
 the part of "to scored" that is scoring; the rest of it is the record waiting in the log, the fetch
 and the decode.
 """
@@ -41,7 +41,7 @@ SETTLE = 1.0  # s from the warm-up's check to the first measured record
 # (name, what it lumps together): the intervals between the four timestamps, in order.
 STAGES = (
     ("input", "the harness's producer (linger 1 ms) + the request + the broker's append of the input"),
-    ("to scored", "the input waiting in the log, the peer's fetch + decode + PMML4S + the prediction record"),
+    ("to scored", "the input waiting in the log, the peer's fetch + decode + the model + the prediction record"),
     ("output", "the peer's producer (its linger, batching, the request) + the broker's append of the prediction"),
 )
 
