@@ -1,6 +1,7 @@
 """The project's images, built from the Dockerfile into OCI archives cached by the digest of their inputs.
 
     python hack/images.py build [TARGET...]   # operator, runtime-pmml, runtime: archives, sizes
+    python hack/images.py release VERSION     # a release's images, from its recorded commit (releases/)
 
 `make dist` (hack/release.py) puts the archives in dist/ with the chart, the plugin and the SBOMs.
 
@@ -21,6 +22,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -395,12 +397,114 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+# ----------------------------------------------------------------------------- a release's images
+# An earlier release's images, built from the commit releases/releases.toml records for it (0.1.0
+# was never tagged and published no images): its tree is taken out of git into the cache and built
+# with its own Dockerfile, as above. The upgrade test (tests/long/test_upgrade.py) installs them.
+RELEASES = REPO / "releases" / "releases.toml"
+
+
+def release_commit(version: str) -> str:
+    for release in tomllib.loads(RELEASES.read_text()).get("release", []):
+        if release["version"] == version:
+            return release["commit"]
+    raise BuildError(f"no release {version} in {RELEASES.relative_to(REPO)}")
+
+
+def release_tree(version: str) -> tuple[Path, str]:
+    """The release's files (`git archive` of its commit) under the cache, and their tree id."""
+    commit = release_commit(version)
+    tree = _run("git", "-C", str(REPO), "rev-parse", f"{commit}^{{tree}}").strip()
+    root = cache() / "releases" / f"{version}-{tree[:12]}"
+    if not (root / "Dockerfile").is_file():
+        partial = root.with_name(root.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        git = subprocess.Popen(["git", "-C", str(REPO), "archive", "--format=tar", commit], stdout=subprocess.PIPE)
+        with tarfile.open(fileobj=git.stdout, mode="r|") as tar:
+            tar.extractall(partial, filter="tar")
+        if git.wait() != 0:
+            raise BuildError(f"git archive {commit} failed (exit {git.returncode})")
+        shutil.rmtree(root, ignore_errors=True)
+        partial.replace(root)
+    return root, tree
+
+
+def release_targets(root: Path) -> list[str]:
+    """The images a release's Dockerfile builds (0.1.0: operator and runtime, no runtime-pmml)."""
+    stages = re.findall(r"^FROM\s+\S+\s+AS\s+(\S+)", (root / "Dockerfile").read_text(), re.M | re.I)
+    return [t for t in IMAGES if t in stages]
+
+
+def release_ref(target: str, version: str) -> str:
+    return f"localhost/{IMAGES[target].name}:{version}"
+
+
+def _release_ca(eng: Buildah | Docker) -> list[str]:
+    """The local CA for an older Dockerfile that declares no PIP_CERT or MAVEN_OPTS: pip's site
+    configuration and Maven's mavenrc, mounted for the build alone like the bundles, name them."""
+    if not isinstance(eng, Buildah) or not _local_ca_args():
+        return []
+    conf = cache() / "build-ca"
+    conf.mkdir(parents=True, exist_ok=True)
+    (conf / "pip.conf").write_text(f"[global]\ncert = {LOCAL_CA_MOUNTS['/etc/ssl/certs/ca-certificates.crt']}\n")
+    (conf / "mavenrc").write_text(f'MAVEN_OPTS="$MAVEN_OPTS {_local_ca_args()["MAVEN_OPTS"]}"\n')
+    mounts = {**LOCAL_CA_MOUNTS, str(conf / "pip.conf"): "/etc/pip.conf", str(conf / "mavenrc"): "/usr/local/etc/mavenrc"}
+    return [f"--volume={host}:{inside}:ro" for host, inside in mounts.items()]
+
+
+def build_release(version: str, base: str | None = None) -> dict[str, Path]:
+    """Each of the release's images as an OCI archive named `localhost/<name>:<version>`, cached by
+    the digest of its inputs (the target, the build arguments, the base, the release's tree)."""
+    eng = engine()
+    root, tree = release_tree(version)
+    pull = base is not None
+    base_ref = base or DEFAULT_BASE
+    # 0.1.0's Dockerfile names no BASE_IMAGE: it builds FROM python:3.11-slim-bookworm, the name
+    # the base made from Debian's packages is stored under.
+    base_id = base_ref if pull else debian_base(eng)
+    build_args = {"BASE_IMAGE": base_ref, "VERSION": version}
+    out = {}
+    for target in release_targets(root):
+        image, ref = IMAGES[target], release_ref(target, version)
+        h = hashlib.sha256()
+        for part in (target, json.dumps(build_args, sort_keys=True), base_id, tree):
+            h.update(part.encode() + b"\0")
+        archive = cache() / f"{image.name}-{version}-{h.hexdigest()[:16]}.oci.tar"
+        if not archive.is_file():
+            started = time.monotonic()
+            args = [f"--build-arg={k}={v}" for k, v in build_args.items()]
+            if isinstance(eng, Buildah):
+                eng("bud", "--layers", "--force-rm", "--network=host", f"--pull={'true' if pull else 'never'}",
+                    "--target", target, "-t", ref, *args, *_release_ca(eng), "-f", str(root / "Dockerfile"), str(root),
+                    capture=False)
+            else:
+                eng("build", *(["--pull"] if pull else []), "--target", target, "-t", ref, *args, str(root), capture=False)
+            partial = archive.with_suffix(".partial")
+            partial.unlink(missing_ok=True)
+            eng.save(ref, partial)
+            partial.replace(archive)
+            print(f"built {ref} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+        out[target] = archive
+        print(f"{ref:<45} {human(unpacked_size(archive)):>9} unpacked  {human(archive.stat().st_size):>9} archive  {archive}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hack/images.py", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="build images into OCI archives (cached) and print their sizes")
     b.add_argument("targets", nargs="*", metavar="TARGET", help=f"any of {', '.join(IMAGES)} (default: all)")
+    r = sub.add_parser("release", help="a release's images, from the commit releases/releases.toml records")
+    r.add_argument("version")
     args = parser.parse_args(argv)
+    if args.command == "release":
+        try:
+            build_release(args.version, os.environ.get("BASE_IMAGE") or None)
+        except BuildError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        return 0
     unknown = set(args.targets) - set(IMAGES)
     if unknown:
         parser.error(f"unknown target {', '.join(sorted(unknown))} (known: {', '.join(IMAGES)})")
