@@ -25,6 +25,9 @@ from importlib import metadata, util
 from pathlib import Path
 
 KAFKA = "4.3.1"
+# The oldest Kafka broker the project claims (docs/compatibility.md): the compatibility tier's
+# (`make test-compat`) jobs run against it, at-least-once and exactly-once.
+OLDEST_KAFKA = "3.9.2"
 STRIMZI = "0.49.0"
 LOG4J = "2.25.4"  # the log4j-core that kafka_2.13 brings; its slf4j binding must match it
 TENSORFLOW_JAVA = "1.1.0"
@@ -52,6 +55,12 @@ SETS: dict[str, JarSet] = {
     # brings log4j-core but no binding: without this one the broker logs nothing at all.
     "kafka-broker": JarSet((
         f"org.apache.kafka:kafka_2.13:{KAFKA}",
+        f"org.apache.logging.log4j:log4j-slf4j-impl:{LOG4J}",
+    )),
+    # The oldest claimed broker, KRaft as the one above; its pom brings no logging at all, so the
+    # same binding brings log4j-core too.
+    "kafka-broker-oldest": JarSet((
+        f"org.apache.kafka:kafka_2.13:{OLDEST_KAFKA}",
         f"org.apache.logging.log4j:log4j-slf4j-impl:{LOG4J}",
     )),
     # Spark's Kafka connector, for the installed pyspark.

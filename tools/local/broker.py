@@ -76,11 +76,15 @@ def java() -> str:
     return path
 
 
-def kafka_classpath() -> str:
-    """The pinned broker jars (``scorestream.jars``'s ``kafka-broker`` set, verified on each call)."""
+# The broker's jar set: the pinned release; the compatibility tier passes "kafka-broker-oldest".
+BROKER_JARS = "kafka-broker"
+
+
+def kafka_classpath(jar_set: str = BROKER_JARS) -> str:
+    """A pinned broker's jars (a ``kafka-broker`` set of ``scorestream.jars``, verified on each call)."""
     from scorestream.jars import resolve
 
-    return os.pathsep.join(str(j) for j in resolve("kafka-broker"))
+    return os.pathsep.join(str(j) for j in resolve(jar_set))
 
 
 def kafka_tool(main_class: str, *args: str, jvm_opts: tuple[str, ...] = (), classpath: str | None = None) -> list[str]:
@@ -104,9 +108,12 @@ class EmbeddedBroker:
     context manager that always stops it.
 
     Its log goes to `log` (appended), or to its data directory, removed with it, when None.
+    `jars`: the broker release's jar set (scorestream.jars).
     """
 
-    def __init__(self, port: int | None = None, log: Path | None = None, host: str = "127.0.0.1"):
+    def __init__(self, port: int | None = None, log: Path | None = None, host: str = "127.0.0.1",
+                 jars: str = BROKER_JARS):
+        self.jars = jars
         self.host = host
         self.port = port or free_port(host)
         self.bootstrap = f"{host}:{self.port}"
@@ -118,8 +125,16 @@ class EmbeddedBroker:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
+    @property
+    def version(self) -> str:
+        """The broker's Apache Kafka release, as its jar names it."""
+        from scorestream.jars import resolve
+
+        return next(j.name.removeprefix("kafka_2.13-").removesuffix(".jar") for j in resolve(self.jars)
+                    if j.name.startswith("kafka_2.13-"))
+
     def start(self, timeout: float = 60.0) -> "EmbeddedBroker":
-        classpath = kafka_classpath()
+        classpath = kafka_classpath(self.jars)
         self.data_dir = Path(tempfile.mkdtemp(prefix="scorestream-kafka-"))
         try:
             log = self.log or self.data_dir / "kafka.log"
