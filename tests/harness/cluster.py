@@ -9,7 +9,13 @@ signing keys, RBAC authorization — plus the controllers (StatefulSets, garbage
 namespaces) and kwok, which plays the kubelet of fake nodes: pods are scheduled onto them and
 marked Running and Ready, and no container runs.
 
-`make setup` runs this file as a script to build; the tests call `ControlPlane().start()`.
+The control plane is built at two releases: the newest (KUBE_VERSION, tests/cluster/kube/), which
+every test runs on, and the oldest Kubernetes the chart admits (OLDEST_KUBE_VERSION,
+tests/cluster/kube-1.30/: its API server, controller manager and scheduler; etcd and kwok are
+shared), which `make test-compat` runs a few files on (tests/harness/matrix.py).
+
+`make setup` runs this file as a script to build (`--oldest`: the oldest's, as `make test-compat`
+does); the tests call `ControlPlane().start()` (`ControlPlane(version=OLDEST_KUBE_VERSION)`).
 """
 
 from __future__ import annotations
@@ -36,6 +42,11 @@ import yaml
 
 SOURCES = Path(__file__).resolve().parents[1] / "cluster"
 KUBE_VERSION = "v1.34.4"
+# The oldest Kubernetes the chart admits (Chart.yaml kubeVersion), built by a module of its own: the
+# compatibility tier (`make test-compat`, tests/harness/matrix.py) runs the API-level user paths on it.
+OLDEST_KUBE_VERSION = "v1.30.14"
+# Each version's module: its API server, controller manager and scheduler.
+KUBE_MODULES = {KUBE_VERSION: "kube", OLDEST_KUBE_VERSION: "kube-1.30"}
 CACHE = Path(os.environ.get("SCORESTREAM_CACHE", Path.home() / ".cache" / "scorestream")) / "cluster"
 NODE = "kwok-node-0"
 PROVISIONER = "scorestream.dev/test-hostpath"
@@ -45,13 +56,19 @@ class BuildFailed(RuntimeError):
     pass
 
 
+def _kube_version(module: str) -> str:
+    """The Kubernetes release a module is built for: its own for a control plane's, else the newest."""
+    return next((v for v, m in KUBE_MODULES.items() if m == module), KUBE_VERSION)
+
+
 def _ldflags(module: str = "kube") -> str:
     if module == "syft":  # syft names itself, with this version, in every SBOM it writes
         return f"-s -w -X main.version={_required_version('syft', 'github.com/anchore/syft')}"
-    major, minor = KUBE_VERSION.lstrip("v").split(".")[:2]
+    version = _kube_version(module)
+    major, minor = version.lstrip("v").split(".")[:2]
     stamps = []
     for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
-        stamps += [f"-X {pkg}.gitVersion={KUBE_VERSION}", f"-X {pkg}.gitMajor={major}", f"-X {pkg}.gitMinor={minor}",
+        stamps += [f"-X {pkg}.gitVersion={version}", f"-X {pkg}.gitMajor={major}", f"-X {pkg}.gitMinor={minor}",
                    f"-X {pkg}.gitTreeState=clean", f"-X {pkg}.buildDate=1970-01-01T00:00:00Z"]
     return " ".join(["-s", "-w", *stamps])
 
@@ -72,9 +89,13 @@ BUILDS = {
     "fakegcs": ["github.com/fsouza/fake-gcs-server"],
     # Not the tests' either: `make release` writes each image's bill of materials with it.
     "syft": ["github.com/anchore/syft/cmd/syft"],
+    # The oldest admitted Kubernetes' control plane, for `make test-compat` (built at its first start).
+    "kube-1.30": ["k8s.io/kubernetes/cmd/kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager",
+                  "k8s.io/kubernetes/cmd/kube-scheduler"],
 }
-# What `make setup` builds: all but the release's tool, built when a release is made.
-SETUP_BUILDS = tuple(m for m in BUILDS if m != "syft")
+# What `make setup` builds: all but the release's tool and the compatibility tier's control plane,
+# built at their first use.
+SETUP_BUILDS = tuple(m for m in BUILDS if m not in ("syft", KUBE_MODULES[OLDEST_KUBE_VERSION]))
 
 
 def _required_version(module: str, path: str) -> str:
@@ -107,7 +128,7 @@ def module_dir(module: str) -> Path:
         p = SOURCES / module / name
         if p.is_file():
             digest.update(f"{name}\0".encode() + p.read_bytes())
-    return CACHE / f"{module}-{KUBE_VERSION}-{digest.hexdigest()[:12]}"
+    return CACHE / f"{module}-{_kube_version(module)}-{digest.hexdigest()[:12]}"
 
 
 def build(modules=tuple(BUILDS), verbose: bool = False) -> dict[str, Path]:
@@ -200,10 +221,12 @@ class ControlPlane:
     # kwok's fake node, where pods are marked running and no container runs; off beside a real node,
     # so the scheduler places every pod where it really runs.
     fake_node: bool = True
+    # The Kubernetes release of the API server, controller manager and scheduler (KUBE_MODULES).
+    version: str = KUBE_VERSION
 
     # ----------------------------------------------------------------- lifecycle
     def start(self, timeout: float = 120) -> "ControlPlane":
-        self.bins = self.bins or build(("kube", "etcd", "kwok"))
+        self.bins = self.bins or build((KUBE_MODULES[self.version], "etcd", "kwok"))
         self.dir = Path(tempfile.mkdtemp(prefix="scorestream-kube-"))
         from harness import orphans  # here: `make setup` runs this file as a script, to build
 
@@ -470,9 +493,12 @@ def node_ready(node: dict | None) -> bool:
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the harness package, for start()
     started = time.monotonic()
-    where = build(SETUP_BUILDS, verbose="-v" in sys.argv)
-    print(f"control plane and node {KUBE_VERSION}: {len(where)} binaries in {CACHE} ({time.monotonic() - started:.0f} s)")
+    # --oldest: the oldest admitted Kubernetes' control plane instead (make test-compat).
+    version = OLDEST_KUBE_VERSION if "--oldest" in sys.argv else KUBE_VERSION
+    modules = (KUBE_MODULES[version], "etcd", "kwok") if "--oldest" in sys.argv else SETUP_BUILDS
+    where = build(modules, verbose="-v" in sys.argv)
+    print(f"control plane {version}: {len(where)} binaries in {CACHE} ({time.monotonic() - started:.0f} s)")
     if "--start" in sys.argv:
         started = time.monotonic()
-        with ControlPlane(bins=where) as cp:
-            print(f"started in {time.monotonic() - started:.1f} s at {cp.server}")
+        with ControlPlane(bins=where, version=version) as cp:
+            print(f"started in {time.monotonic() - started:.1f} s at {cp.server}: {cp.get('/version')['gitVersion']}")

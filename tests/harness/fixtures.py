@@ -169,21 +169,25 @@ def jvm_session():
 
 @pytest.fixture(scope="session")
 def helm() -> Path:
-    """The pinned helm binary `make setup` fetches (tests/harness/helm.py)."""
+    """The pinned helm binary `make setup` fetches (tests/harness/helm.py), of the run's end of the
+    compatibility matrix (harness/matrix.py)."""
     from harness import helm as helm_tool
+    from harness.matrix import END
 
     try:
-        return helm_tool.ensure()
+        return helm_tool.ensure(toolset=END.tools)
     except helm_tool.HelmUnavailable as e:
         pytest.fail(f"helm is part of the test setup (`make setup` fetches it): {e}")
 
 
 @pytest.fixture(scope="session")
 def kube():
-    """The tests' Kubernetes control plane (tests/harness/cluster.py), one per session."""
+    """The tests' Kubernetes control plane (tests/harness/cluster.py), one per session, at the run's
+    end of the compatibility matrix (harness/matrix.py)."""
     from harness.cluster import ControlPlane
+    from harness.matrix import END
 
-    with ControlPlane() as cp:
+    with ControlPlane(version=END.kube) as cp:
         yield cp
 
 
@@ -199,11 +203,13 @@ def installed(kube, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory):
-    """One single-node Apache Kafka broker for the session; its log is broker*/kafka.log."""
+    """One single-node Apache Kafka broker for the session, of the run's end of the compatibility
+    matrix (harness/matrix.py); its log is broker*/kafka.log."""
     from harness import orphans
+    from harness.matrix import END
 
     log = tmp_path_factory.mktemp("broker") / "kafka.log"
-    with EmbeddedBroker(log=log) as b:
+    with EmbeddedBroker(log=log, jars=END.broker_jars) as b:
         orphans.mark_folder(b.data_dir)  # a killed run's goes at the next session's start
         yield b
 

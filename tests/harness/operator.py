@@ -331,10 +331,12 @@ class Installation:
 
 def tool(name: str, kube, *args: str, check: bool = True, timeout: float = 360,
          input: str | None = None) -> subprocess.CompletedProcess:
-    """helm or kubectl as a user runs them, with the cluster admin's kubeconfig."""
+    """helm or kubectl as a user runs them, with the cluster admin's kubeconfig; those of the run's
+    end of the compatibility matrix (harness/matrix.py)."""
     from harness import helm as tools
+    from harness.matrix import END
 
-    res = subprocess.run([str(tools.ensure(name)), *args], capture_output=True, text=True, timeout=timeout,
+    res = subprocess.run([str(tools.ensure(name, END.tools)), *args], capture_output=True, text=True, timeout=timeout,
                          input=input, env={**os.environ, "KUBECONFIG": str(kube.admin_config)})
     if check and res.returncode != 0:
         raise AssertionError(f"{name} {' '.join(args)} failed ({res.returncode}):\n{res.stderr[-3000:]}")
