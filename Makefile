@@ -22,7 +22,7 @@ SCORER_JAR := $(JVM_MODULE)/target/.scorer-built
 # containerd 1.6, runc 1.1, the CNI plugins 1.1, buildah 1.28).
 NODE_PACKAGES := containerd runc containernetworking-plugins buildah debootstrap iptables conntrack ipset
 
-.PHONY: setup setup-demo demo test test-quick bench bench-operator fuzz-operator soak clean images dist release test-release node-packages generate plugin helm
+.PHONY: setup setup-demo demo test test-quick bench bench-operator fuzz-operator soak clean images dist release test-release test-upgrade node-packages generate plugin helm
 
 # What the demo runs: the Python packages, the JVM scorer and the Kafka jars.
 setup-demo: $(DEMO_STAMP) $(SCORER_JAR)
@@ -82,6 +82,25 @@ test: setup
 # (2 s of its start) and each process the tests start compiles the project's modules again.
 test-quick: setup
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -m quick -n 2 --dist loadfile --no-loadscope-reorder
+
+# The compatibility matrix's oldest end (docs/compatibility.md, tests/harness/matrix.py): the user
+# paths of these files again on the oldest Kubernetes the chart admits (its control plane built from
+# source at the first run, cached like the newest's), with Helm 3 and a kubectl of that minor, and
+# jobs at-least-once and exactly-once against the oldest Kafka broker claimed. The versions are
+# printed. Helm 3's `install --dry-run` needs a cluster, so the chart's notes are read with Helm 4's
+# only. Outside `make test`: a cold run builds a second Kubernetes from source (12 CPU-minutes;
+# 32 minutes beside another build) and its files took 11.5 minutes on 2 workers under load, which
+# CI's 90 minutes, mostly filled by `make test` and a cold set-up, have no room for.
+COMPAT_TESTS := tests/test_compat.py tests/test_user_paths.py tests/test_chart.py tests/test_broker.py \
+  tests/test_delivery.py::test_kill_9_mid_stream_then_restart_loses_nothing \
+  tests/test_exactly_once.py::test_kill_9_of_a_tensorflow_job_writes_nothing_twice
+.PHONY: test-compat
+test-compat: setup
+	$(BIN)/python tests/harness/cluster.py --oldest
+	$(BIN)/python tests/harness/helm.py --oldest
+	$(BIN)/python -m scorestream.jars resolve kafka-broker-oldest >/dev/null
+	SCORESTREAM_MATRIX=oldest PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n 2 --dist loadfile -p no:cacheprovider $(COMPAT_TESTS) \
+	  --deselect tests/test_chart.py::test_notes_name_the_namespace_in_every_command
 
 # After a change of the spec types or the chart's values schema: the CRD (crds/ and the chart's
 # copy) and its reference page, the chart values' reference page, and the Grafana dashboard; the
@@ -155,6 +174,13 @@ release: node-packages helm
 # builds syft and scans gigabytes of images.
 test-release: setup node-packages
 	SCORESTREAM_LONG_CHECKS=1 PYTHONDONTWRITEBYTECODE= $(BIN)/pytest tests/long/test_release.py -s -p no:cacheprovider
+
+# The upgrade from the last release (releases/releases.toml) on the real node, as
+# docs/operations/upgrade.md has users do it, under a stream, then the rollback: nothing lost, each
+# driver rolled once at most. Outside `make test`: it builds the last release's images as well (its
+# runtime holds TensorFlow: gigabytes to build and import) and rolls two Spark jobs twice.
+test-upgrade: setup node-packages
+	SCORESTREAM_LONG_CHECKS=1 PYTHONDONTWRITEBYTECODE= $(BIN)/pytest tests/long/test_upgrade.py -s -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) runtime/jvm/target benchmarks/jvm/target dist
