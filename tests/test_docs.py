@@ -330,10 +330,18 @@ def test_the_compatibility_page_names_the_versions_the_tests_run():
                  for dep in deps if "==" in dep})
     lock = (REPO / "scorestream" / "jars.lock").read_text()
     spark_kafka_clients = re.search(r"^spark-kafka kafka-clients-(\S+)\.jar", lock, re.M).group(1)
-    kube = next(v for k, v in tested.items() if k.startswith("Kubernetes"))
+    kube = next(v for k, v in tested.items() if k.startswith("Kubernetes ("))
     assert kube == cluster.KUBE_VERSION.lstrip("v")
     assert tested["kubectl"] == helm.KUBECTL_VERSION.lstrip("v") and tested["Helm"] == helm.VERSION.lstrip("v")
     assert tested["Apache Kafka broker"].startswith(f"{jars.KAFKA} ")
+    # The oldest end of the matrix (make test-compat), and the chart admitting no older Kubernetes.
+    oldest_kube = next(v for k, v in tested.items() if k.startswith("Kubernetes, the oldest"))
+    assert oldest_kube == cluster.OLDEST_KUBE_VERSION.lstrip("v")
+    assert yaml.safe_load((REPO / "charts" / "scorestream" / "Chart.yaml").read_text())["kubeVersion"] == \
+        f">={'.'.join(oldest_kube.split('.')[:2])}.0-0"
+    assert tested["kubectl, with the oldest Kubernetes"] == helm.OLDEST.kubectl.lstrip("v")
+    assert tested["Helm 3"] == helm.OLDEST.helm.lstrip("v")
+    assert tested["Apache Kafka broker, the oldest claimed"].startswith(f"{jars.OLDEST_KAFKA} ")
     assert tested["Strimzi"].startswith(f"{jars.STRIMZI} ")
     assert tested["Apache Spark"] == f"{pins['pyspark']}, with its Kafka connector (Kafka clients {spark_kafka_clients})"
     assert tested["librdkafka (confluent-kafka)"] == pins["confluent-kafka"]
