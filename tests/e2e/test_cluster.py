@@ -183,10 +183,15 @@ def install_operator(c: Cluster, *extra: str) -> None:
 
 
 class Producer:
-    """Keyed wine records onto the data topic, until stopped: a stream, not a batch."""
+    """Keyed wine records onto the data topic, until stopped: a stream, not a batch. With
+    `malformed_every`, every so many records (the last of each run of that many) is not JSON: the
+    job dead-letters it."""
 
-    def __init__(self, bootstrap: str, topic: str, prefix: str, rate: float = 50.0):
+    MALFORMED = b'{"dataType": "wine", "alcohol": '
+
+    def __init__(self, bootstrap: str, topic: str, prefix: str, rate: float = 50.0, malformed_every: int = 0):
         self.bootstrap, self.topic, self.prefix, self.rate = bootstrap, topic, prefix, rate
+        self.malformed_every = malformed_every
         self.sent: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -197,7 +202,8 @@ class Producer:
         i = 0
         while not self._stop.is_set():
             key = f"{self.prefix}-{i}"
-            p.produce(self.topic, key=key.encode(), value=feed.wine_json(rows[i % len(rows)]))
+            malformed = self.malformed_every and i % self.malformed_every == self.malformed_every - 1
+            p.produce(self.topic, key=key.encode(), value=self.MALFORMED if malformed else feed.wine_json(rows[i % len(rows)]))
             self.sent.append(key)
             i += 1
             p.poll(0)

@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 import images  # hack/images.py
-from e2e.test_cluster import Cluster, data_uri, modelserving
+from e2e.test_cluster import Cluster, Producer, data_uri, modelserving
 from harness import node as real_node
 from harness.cluster import ControlPlane
 from scorestream.tools.demo import feed, models
@@ -91,39 +91,27 @@ def cluster(tmp_path_factory):
 
 
 class Stream:
-    """Keyed records onto each resource's data topic until stopped, every MALFORMED_EVERY-th one
-    unparsable (the job dead-letters it): what was sent is each resource's `sent` keys, which
-    start with the phase's name."""
+    """A stream onto each resource's data topic until stopped (e2e's Producer, one a resource), every
+    MALFORMED_EVERY-th record unparsable (the job dead-letters it): what was sent is each resource's
+    `sent` keys, which start with the phase's name."""
 
     def __init__(self, bootstrap: str, phase: str):
-        self.bootstrap, self.phase = bootstrap, phase
-        self.sent: dict[str, list[str]] = {name: [] for name in RESOURCES}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.phase = phase
+        self.producers = {name: Producer(bootstrap, topics(name)["dataTopic"], f"{phase}-{name}", rate=RATE,
+                                         malformed_every=MALFORMED_EVERY) for name in RESOURCES}
 
-    def _run(self) -> None:
-        rows = feed.wine_rows()
-        p = feed.producer(self.bootstrap)
-        i = 0
-        while not self._stop.is_set():
-            for name in RESOURCES:
-                value = b'{"dataType": "wine", "alcohol": ' if i % MALFORMED_EVERY == MALFORMED_EVERY - 1 \
-                    else feed.wine_json(rows[i % len(rows)])
-                key = f"{self.phase}-{name}-{i}"
-                p.produce(topics(name)["dataTopic"], key=key.encode(), value=value)
-                self.sent[name].append(key)
-            i += 1
-            p.poll(0)
-            time.sleep(1 / RATE)
-        assert p.flush(30) == 0
+    @property
+    def sent(self) -> dict[str, list[str]]:
+        return {name: p.sent for name, p in self.producers.items()}
 
     def __enter__(self) -> "Stream":
-        self._thread.start()
+        for p in self.producers.values():
+            p.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join(60)
+        for p in self.producers.values():
+            p.__exit__(*exc)
 
 
 @dataclass
