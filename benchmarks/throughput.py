@@ -582,8 +582,9 @@ def main() -> None:
     ap.add_argument("--warm-records", type=int, default=600_000,
                     help="records every peer but (raw) and (a) reads before its warm window: the same count as "
                          "--records, read again once the JIT has had time (default 600,000; 0: no warm window)")
-    ap.add_argument("--only", type=parts, default=list(PARTS), help=f"comma-separated: {','.join(PARTS)},latency")
-    ap.add_argument("--latency-rate", type=float, help="records/s for the latency runs (default: half scorestream's PMML rate)")
+    ap.add_argument("--only", type=parts, default=list(PARTS), help=f"comma-separated: {','.join(PARTS)}; or {', '.join(ALIASES)}")
+    ap.add_argument("--latency-rate", type=float, help="records/s for the latency runs (default: half scorestream's PMML rate; "
+                         "for the TensorFlow peers, half TF realTime's)")
     ap.add_argument("--latency-seconds", type=float, default=25.0, help="measured seconds at the paced rate (default 25)")
     ap.add_argument("--warmup", type=float, default=10.0, help="least seconds of warm-up before measuring latency")
     ap.add_argument("--rt-batch", default=serving.REAL_TIME_BATCH,
