@@ -135,17 +135,30 @@ async def reconcile(ctx: Context, key: Key) -> float | None:
     body = ctx.cache.resource(key)
     if body is None or body["metadata"].get("deletionTimestamp"):
         return None  # the garbage collector takes the children
-    previous = status.parse(body.get("status"))
-    new = await _timed(ctx, body, previous)
+    uid = body["metadata"].get("uid")
     try:
-        await _record(ctx, body, previous, new)
-    except Conflict:
-        LOG.info("status of %s changed since it was read; reading it again", key)
-        fresh = await ctx.kube.get(s.API_VERSION, s.KIND, key.namespace, key.name)
-        if fresh is not None:
-            ctx.cache.put(fresh)
-        return DEBOUNCE
-    return next_look(ctx.config, body.get("spec") or {}, new)
+        previous = status.parse(body.get("status"))
+        new = await _timed(ctx, body, previous)
+        try:
+            await _record(ctx, body, previous, new)
+        except Conflict:
+            LOG.info("status of %s changed since it was read; reading it again", key)
+            fresh = await ctx.kube.get(s.API_VERSION, s.KIND, key.namespace, key.name)
+            if fresh is not None and _held(ctx, key, uid):
+                ctx.cache.put(fresh)
+            return DEBOUNCE
+        return next_look(ctx.config, body.get("spec") or {}, new) if _held(ctx, key, uid) else None
+    finally:
+        if not _held(ctx, key, uid):
+            # Deleted while this turn awaited the API server: its DELETED event forgot the resource
+            # before this turn remembered it again (its status series, its rendered objects).
+            ctx.forget(key, uid)
+
+
+def _held(ctx: Context, key: Key, uid: str | None) -> bool:
+    """Whether the cache still holds this resource: the same object, not one made since of its name."""
+    body = ctx.cache.resource(key)
+    return body is not None and body["metadata"].get("uid") == uid
 
 
 async def _timed(ctx: Context, body: Body, previous: status.Status) -> status.Status:
@@ -168,8 +181,8 @@ async def _record(ctx: Context, body: Body, previous: status.Status, new: status
         answer = await ctx.kube.patch_status(s.API_VERSION, s.KIND, meta["namespace"], meta["name"],
                                              status.merge_patch(body.get("status"), written),
                                              resource_version=meta.get("resourceVersion"))
-        if answer is not None:
-            ctx.cache.put(answer)
+        if answer is not None and _held(ctx, Key(meta["namespace"], meta["name"]), meta.get("uid")):
+            ctx.cache.put(answer)  # not where the resource's DELETED event came meanwhile
     metrics.record_status(meta["namespace"], meta["name"], written)
     for t in status.transitions(previous.conditions, new.conditions):
         if t.reason in conditions.REFUSALS:

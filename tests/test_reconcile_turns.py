@@ -332,3 +332,28 @@ async def test_events_are_posted_side_by_side_and_a_flood_is_logged_once(caplog)
     assert kube.most == events.POSTERS
     assert recorder.dropped == 200 and kube.posted == 100
     assert len([r for r in caplog.records if "Events waiting" in r.getMessage()]) == 1
+
+
+async def test_a_resource_deleted_during_its_reconcile_leaves_nothing_behind(monkeypatch):
+    """The DELETED event arrives while the turn awaits the API server (the write of its status):
+    what the turn remembers after it (the status series, the rendered objects, the write's answer
+    in the cache) goes too, or every deleted resource would leave a series and memory behind."""
+    from scorestream.operator import metrics
+
+    class Kube:
+        async def patch_status(self, api_version, kind, namespace, name, patch, resource_version=None):
+            ctl.resource_event("DELETED", gone)  # the watch's event, during the write
+            return {**gone, "metadata": {**gone["metadata"], "resourceVersion": "3"}, "status": patch}
+
+    async def rendering(ctx, body, previous):
+        ctx.rendered[body["metadata"]["uid"]] = ("inputs", [])
+        return status.parse({"phase": "Running"})
+
+    monkeypatch.setattr(reconciler, "_reconcile", rendering)
+    ctl = controller.Controller(reconciler.Context(kube=Kube(), config=OperatorConfig(allNamespaces=True)), workers=0)
+    gone = resource("a")
+    ctl.ctx.cache.put(gone)
+    assert await reconciler.reconcile(ctl.ctx, Key("ml", "a")) is None
+    assert ctl.ctx.cache.resource(Key("ml", "a")) is None and ctl.ctx.rendered == {}
+    assert not [x for family in metrics.STATUS.collect() for x in family.samples
+                if (x.labels["namespace"], x.labels["name"]) == ("ml", "a")]
