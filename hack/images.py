@@ -404,18 +404,21 @@ def sha256(path: Path) -> str:
 RELEASES = REPO / "releases" / "releases.toml"
 
 
-def release_commit(version: str) -> str:
+def release_record(version: str) -> dict:
+    """The release's entry in releases.toml: its commit, and the fixes its images are built with."""
     for release in tomllib.loads(RELEASES.read_text()).get("release", []):
         if release["version"] == version:
-            return release["commit"]
+            return release
     raise BuildError(f"no release {version} in {RELEASES.relative_to(REPO)}")
 
 
 def release_tree(version: str) -> tuple[Path, str]:
-    """The release's files (`git archive` of its commit) under the cache, and their tree id."""
-    commit = release_commit(version)
-    tree = _run("git", "-C", str(REPO), "rev-parse", f"{commit}^{{tree}}").strip()
-    root = cache() / "releases" / f"{version}-{tree[:12]}"
+    """The release's files (`git archive` of its commit, with the commits its record names under
+    `fixes` applied) under the cache, and what identifies them: the tree id and the fixes."""
+    record = release_record(version)
+    commit, fixes = record["commit"], record.get("fixes", [])
+    tree = "+".join([_run("git", "-C", str(REPO), "rev-parse", f"{commit}^{{tree}}").strip(), *fixes])
+    root = cache() / "releases" / f"{version}-{hashlib.sha256(tree.encode()).hexdigest()[:12]}"
     if not (root / "Dockerfile").is_file():
         partial = root.with_name(root.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
@@ -425,9 +428,21 @@ def release_tree(version: str) -> tuple[Path, str]:
             tar.extractall(partial, filter="tar")
         if git.wait() != 0:
             raise BuildError(f"git archive {commit} failed (exit {git.returncode})")
+        for fix in fixes:
+            _apply(fix, partial)
         shutil.rmtree(root, ignore_errors=True)
         partial.replace(root)
     return root, tree
+
+
+def _apply(commit: str, root: Path) -> None:
+    """One commit's change applied to a release's files, which are no git work tree (git looks for
+    none above them, wherever the cache is)."""
+    diff = _run("git", "-C", str(REPO), "show", "--format=", "--binary", commit)
+    res = subprocess.run(["git", "apply", "-p1"], input=diff, cwd=root, capture_output=True, text=True,
+                         env={**os.environ, "GIT_CEILING_DIRECTORIES": str(root.parent)})
+    if res.returncode != 0:
+        raise BuildError(f"fix {commit[:12]} does not apply to the release: {res.stderr.strip()}")
 
 
 def release_targets(root: Path) -> list[str]:
