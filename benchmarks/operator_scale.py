@@ -350,9 +350,10 @@ def audit_calls(kube: ControlPlane, subject: str) -> list[tuple[float, str, str]
     return out
 
 
-# The chart's election (client-go's 15/10/2 s): a follower takes over once the dead leader's Lease
-# is leaseDuration old.
-ELECTION = {"namespace": "scorestream-system", "leaseDuration": 15, "renewDeadline": 10, "retryPeriod": 2}
+# The chart's election (both trees run this tree's default): a follower takes over once the dead
+# leader's Lease is leaseDuration old.
+ELECTION = {"namespace": "scorestream-system", **{k: v for k, v in yaml.safe_load(
+    (REPO / "charts" / "scorestream" / "values.yaml").read_text())["leaderElection"].items() if k != "enabled"}}
 
 
 def start_operator(tree: Path, work: Path, installed: Installation, job_url: str, metrics_port: int,

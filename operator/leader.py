@@ -49,9 +49,9 @@ class Election:
     namespace: str
     name: str
     identity: str
-    duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry: float = 2.0
+    duration: float
+    renew_deadline: float
+    retry: float
     clock: Callable[[], float] = time.monotonic
     # What this replica saw last of the Lease, and when (its clock) it last changed.
     _seen: tuple[Any, ...] | None = field(default=None, init=False)

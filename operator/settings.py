@@ -30,17 +30,19 @@ class ModelsKafka(Strict):
     """A file of librdkafka settings with the operator's credentials (security.protocol,
     sasl.mechanism, sasl.username, sasl.password...): the chart mounts it from a Secret."""
 class LeaderElection(Strict):
-    """Replicas of the operator elect one active through a Lease (operator/leader.py); client-go's
-    defaults."""
+    """Replicas of the operator elect one active through a Lease (operator/leader.py). client-go's
+    defaults are 15/10/2 s; a follower takes over between leaseDuration − retryPeriod and
+    leaseDuration + retryPeriod after the leader's last renewal (it dates the Lease by its own
+    reads), so 10 s keeps a takeover and its first reconcile within 15 s of a leader's death."""
 
     lease_name: str = Field(naming.OPERATOR_LEASE, alias="leaseName", min_length=1)
     """The Lease's name, in `namespace`."""
     namespace: str | None = None
     """Where the Lease is; None: operatorNamespace, else POD_NAMESPACE."""
-    lease_duration: float = Field(15.0, alias="leaseDuration", ge=1)
+    lease_duration: float = Field(10.0, alias="leaseDuration", ge=1)
     """Seconds a follower waits after the Lease last changed before it takes it over: the longest
     a dead leader leaves the resources unserved."""
-    renew_deadline: float = Field(10.0, alias="renewDeadline", gt=0)
+    renew_deadline: float = Field(7.0, alias="renewDeadline", gt=0)
     """Seconds the leader keeps trying to renew before it stops (exits, to restart as a follower)."""
     retry_period: float = Field(2.0, alias="retryPeriod", gt=0)
     """Seconds between tries to take or renew the Lease."""
