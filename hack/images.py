@@ -112,14 +112,20 @@ class Buildah:
         except BuildError:
             return None
 
-    def build(self, target: str, ref: str, build_args: dict[str, str], pull: bool) -> None:
+    def build(self, target: str, ref: str, build_args: dict[str, str], pull: bool, context: Path = REPO) -> None:
+        """`context`: this tree, or an earlier release's (whose Dockerfile may declare no CA arguments)."""
         local_ca = _local_ca_args()
-        args = [f"--build-arg={k}={v}" for k, v in {**build_args, **local_ca}.items()]
-        mounts = [f"--volume={host}:{inside}:ro" for host, inside in LOCAL_CA_MOUNTS.items()] if local_ca else []
+        if context == REPO:
+            build_args = {**build_args, **local_ca}
+            volumes = LOCAL_CA_MOUNTS if local_ca else {}
+        else:
+            volumes = _release_ca() if local_ca else {}
+        args = [f"--build-arg={k}={v}" for k, v in build_args.items()]
+        mounts = [f"--volume={host}:{inside}:ro" for host, inside in volumes.items()]
         # The host's network for RUN steps: they fetch from PyPI, Debian and Maven Central.
         # --force-rm: a failed step leaves no working container mounted in the storage either.
         self("bud", "--layers", "--force-rm", "--network=host", f"--pull={'true' if pull else 'never'}", "--target", target,
-             "-t", ref, *args, *mounts, "-f", str(REPO / "Dockerfile"), str(REPO), capture=False)
+             "-t", ref, *args, *mounts, "-f", str(context / "Dockerfile"), str(context), capture=False)
 
     def save(self, ref: str, archive: Path) -> None:
         self("push", "--quiet", ref, f"oci-archive:{archive}:{ref}")
@@ -166,9 +172,9 @@ class Docker:
         except BuildError:
             return None
 
-    def build(self, target: str, ref: str, build_args: dict[str, str], pull: bool) -> None:
+    def build(self, target: str, ref: str, build_args: dict[str, str], pull: bool, context: Path = REPO) -> None:
         args = [f"--build-arg={k}={v}" for k, v in build_args.items()]
-        self("build", *(["--pull"] if pull else []), "--target", target, "-t", ref, *args, str(REPO), capture=False)
+        self("build", *(["--pull"] if pull else []), "--target", target, "-t", ref, *args, str(context), capture=False)
 
     def save(self, ref: str, archive: Path) -> None:
         # docker save writes an OCI image layout since Docker 25; skopeo makes it an oci-archive.
@@ -272,17 +278,19 @@ def context_files() -> list[Path]:
     return files
 
 
-def inputs_digest(target: str, build_args: dict[str, str], base_id: str) -> str:
+def inputs_digest(target: str, build_args: dict[str, str], base_id: str, tree: str | None = None) -> str:
+    """What an image is built from: this work tree's build context, or a release's `tree`."""
     h = hashlib.sha256()
-    for part in (target, json.dumps(build_args, sort_keys=True), base_id):
+    for part in (target, json.dumps(build_args, sort_keys=True), base_id, *([tree] if tree else [])):
         h.update(part.encode() + b"\0")
-    for f in [REPO / "Dockerfile", REPO / ".dockerignore", *context_files()]:
-        h.update(f.relative_to(REPO).as_posix().encode() + b"\0" + f.read_bytes())
+    if tree is None:
+        for f in [REPO / "Dockerfile", REPO / ".dockerignore", *context_files()]:
+            h.update(f.relative_to(REPO).as_posix().encode() + b"\0" + f.read_bytes())
     return h.hexdigest()[:16]
 
 
-def archive_path(image: Image, digest: str) -> Path:
-    return cache() / f"{image.name}-{VERSION}-{digest}.oci.tar"
+def archive_path(image: Image, digest: str, version: str = VERSION) -> Path:
+    return cache() / f"{image.name}-{version}-{digest}.oci.tar"
 
 
 def build(targets: list[str], base: str | None = None) -> dict[str, Path]:
@@ -298,24 +306,35 @@ def build(targets: list[str], base: str | None = None) -> dict[str, Path]:
         image = IMAGES[target]
         archive = archive_path(image, inputs_digest(target, build_args, base_id))
         if not archive.is_file():
-            started = time.monotonic()
-            eng.build(target, image.ref, build_args, pull)
-            partial = archive.with_suffix(".partial")
-            partial.unlink(missing_ok=True)
-            eng.save(image.ref, partial)
-            partial.replace(archive)
-            print(f"built {image.ref} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+            build_archive(eng, target, image.ref, build_args, pull, archive)
             built = True
             # a gigabyte or more each: an image keeps its newest archive only
             for older in cache().glob(f"{image.name}-{VERSION}-*.oci.tar*"):
                 if not older.name.startswith(archive.name):
                     older.unlink(missing_ok=True)
         out[target] = archive
-        print(f"{image.ref:<45} {human(unpacked_size(archive)):>9} unpacked  {human(archive.stat().st_size):>9} archive  {archive}")
+        print_sizes(image.ref, archive)
     if built:
         # Each build leaves the one before it untagged: gigabytes a build, kept only by the storage.
         print(f"removed {eng.prune()} images no tag uses any more", file=sys.stderr)
     return out
+
+
+def build_archive(eng: Buildah | Docker, target: str, ref: str, build_args: dict[str, str], pull: bool,
+                  archive: Path, context: Path = REPO) -> None:
+    """Build `target` as `ref` and save it as `archive`, by way of a partial file: a build killed
+    midway leaves no archive the next run would take for a finished one."""
+    started = time.monotonic()
+    eng.build(target, ref, build_args, pull, context)
+    partial = archive.with_suffix(".partial")
+    partial.unlink(missing_ok=True)
+    eng.save(ref, partial)
+    partial.replace(archive)
+    print(f"built {ref} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+
+
+def print_sizes(ref: str, archive: Path) -> None:
+    print(f"{ref:<45} {human(unpacked_size(archive)):>9} unpacked  {human(archive.stat().st_size):>9} archive  {archive}")
 
 
 def unpacked_size(archive: Path) -> int:
@@ -455,17 +474,14 @@ def release_ref(target: str, version: str) -> str:
     return f"localhost/{IMAGES[target].name}:{version}"
 
 
-def _release_ca(eng: Buildah | Docker) -> list[str]:
+def _release_ca() -> dict[str, str]:
     """The local CA for an older Dockerfile that declares no PIP_CERT or MAVEN_OPTS: pip's site
     configuration and Maven's mavenrc, mounted for the build alone like the bundles, name them."""
-    if not isinstance(eng, Buildah) or not _local_ca_args():
-        return []
     conf = cache() / "build-ca"
     conf.mkdir(parents=True, exist_ok=True)
     (conf / "pip.conf").write_text(f"[global]\ncert = {LOCAL_CA_MOUNTS['/etc/ssl/certs/ca-certificates.crt']}\n")
     (conf / "mavenrc").write_text(f'MAVEN_OPTS="$MAVEN_OPTS {_local_ca_args()["MAVEN_OPTS"]}"\n')
-    mounts = {**LOCAL_CA_MOUNTS, str(conf / "pip.conf"): "/etc/pip.conf", str(conf / "mavenrc"): "/usr/local/etc/mavenrc"}
-    return [f"--volume={host}:{inside}:ro" for host, inside in mounts.items()]
+    return {**LOCAL_CA_MOUNTS, str(conf / "pip.conf"): "/etc/pip.conf", str(conf / "mavenrc"): "/usr/local/etc/mavenrc"}
 
 
 def build_release(version: str, base: str | None = None) -> dict[str, Path]:
@@ -482,26 +498,11 @@ def build_release(version: str, base: str | None = None) -> dict[str, Path]:
     out = {}
     for target in release_targets(root):
         image, ref = IMAGES[target], release_ref(target, version)
-        h = hashlib.sha256()
-        for part in (target, json.dumps(build_args, sort_keys=True), base_id, tree):
-            h.update(part.encode() + b"\0")
-        archive = cache() / f"{image.name}-{version}-{h.hexdigest()[:16]}.oci.tar"
+        archive = archive_path(image, inputs_digest(target, build_args, base_id, tree), version)
         if not archive.is_file():
-            started = time.monotonic()
-            args = [f"--build-arg={k}={v}" for k, v in build_args.items()]
-            if isinstance(eng, Buildah):
-                eng("bud", "--layers", "--force-rm", "--network=host", f"--pull={'true' if pull else 'never'}",
-                    "--target", target, "-t", ref, *args, *_release_ca(eng), "-f", str(root / "Dockerfile"), str(root),
-                    capture=False)
-            else:
-                eng("build", *(["--pull"] if pull else []), "--target", target, "-t", ref, *args, str(root), capture=False)
-            partial = archive.with_suffix(".partial")
-            partial.unlink(missing_ok=True)
-            eng.save(ref, partial)
-            partial.replace(archive)
-            print(f"built {ref} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+            build_archive(eng, target, ref, build_args, pull, archive, context=root)
         out[target] = archive
-        print(f"{ref:<45} {human(unpacked_size(archive)):>9} unpacked  {human(archive.stat().st_size):>9} archive  {archive}")
+        print_sizes(ref, archive)
     return out
 
 

@@ -113,27 +113,20 @@ class Cluster:
                 + self.node.log_tail("kubelet", 15))
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    started = time.monotonic()
-    # What a user installs from: `make dist`'s chart package and image archives (`make setup`
-    # built the images: this only finds them), checked against their checksums.
-    dist = tmp_path_factory.mktemp("dist")
-    files = images.dist(dist)
-    subprocess.run(["sha256sum", "--check", "--quiet", "SHA256SUMS"], cwd=dist, check=True)
+@contextmanager
+def running_cluster(archives: list[Path], chart: Path, started: float):
+    """The real node with NetworkPolicies enforced, a control plane, `archives` imported into the
+    node and a broker on the host's address, as a Cluster; stopped after, and the host checked
+    to be as it was (sysctls, iptables/nftables, mounts, links, cgroups, paths)."""
     node = real_node.Node.network()
     node.policies = True  # the jobs' NetworkPolicies enforced for the whole run (kube-router)
     cp = broker = None
     try:
         cp = ControlPlane(address=node.host_address, service_cidr=real_node.SERVICE_CIDR, fake_node=False).start()
         node.start(cp)
-        # The operator's and the PMML flavour's: the TensorFlow flavour differs from the PMML one by
-        # TensorFlow alone, which test_images.py runs in its image.
-        for target in ("operator", "runtime-pmml"):
-            (archive,) = (f for f in files if f.name == f"{images.IMAGES[target].name}-{images.VERSION}.oci.tar")
+        for archive in archives:
             node.import_image(archive)
         broker = EmbeddedBroker(host=node.host_address).start()
-        (chart,) = (f for f in files if f.name.endswith(".tgz"))
         c = Cluster(cp, node, broker, cp.admin_config, chart)
         c.steps["cluster: control plane, node Ready, images imported, broker"] = time.monotonic() - started
         print(f"images imported: {', '.join(f'{k} {v:.0f} s' for k, v in node.import_seconds.items())}")
@@ -149,6 +142,23 @@ def cluster(tmp_path_factory):
         print("host after the node: " + ("as it was (sysctls, iptables/nftables, mounts, links, cgroups, paths)"
                                          if not left else "\n  ".join(["DIFFERS:", *left])))
         assert not left, left
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    started = time.monotonic()
+    # What a user installs from: `make dist`'s chart package and image archives (`make setup`
+    # built the images: this only finds them), checked against their checksums.
+    dist = tmp_path_factory.mktemp("dist")
+    files = images.dist(dist)
+    subprocess.run(["sha256sum", "--check", "--quiet", "SHA256SUMS"], cwd=dist, check=True)
+    # The operator's and the PMML flavour's: the TensorFlow flavour differs from the PMML one by
+    # TensorFlow alone, which test_images.py runs in its image.
+    archives = [f for target in ("operator", "runtime-pmml") for f in files
+                if f.name == f"{images.IMAGES[target].name}-{images.VERSION}.oci.tar"]
+    (chart,) = (f for f in files if f.name.endswith(".tgz"))
+    with running_cluster(archives, chart, started) as c:
+        yield c
 
 
 def data_uri(content: bytes, media: str) -> str:

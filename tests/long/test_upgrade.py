@@ -29,11 +29,10 @@ import pytest
 import yaml
 
 import images  # hack/images.py
-from e2e.test_cluster import Cluster, Producer, data_uri, modelserving
+from e2e.test_cluster import Cluster, Producer, data_uri, modelserving, running_cluster
 from harness import node as real_node
-from harness.cluster import ControlPlane
 from scorestream.tools.demo import feed, models
-from scorestream.tools.local.broker import EmbeddedBroker, create_topics
+from scorestream.tools.local.broker import create_topics
 from scorestream.tools.local.process import read_topic
 
 WHY = real_node.missing()
@@ -64,30 +63,11 @@ def cluster(tmp_path_factory):
     new = images.dist(dist, archives=images.build(["operator", "runtime-pmml"]))
     old = images.build_release(LAST)
     old_chart = dist / f"scorestream-{LAST}.tgz"
-    node = real_node.Node.network()
-    node.policies = True  # the jobs' NetworkPolicies enforced: the upgrade changes whom they admit
-    cp = broker = None
-    try:
-        cp = ControlPlane(address=node.host_address, service_cidr=real_node.SERVICE_CIDR, fake_node=False).start()
-        node.start(cp)
-        for archive in [*old.values(), *(f for f in new if f.name.endswith(".oci.tar"))]:
-            node.import_image(archive)
-        broker = EmbeddedBroker(host=node.host_address).start()
-        (chart,) = (f for f in new if f.name.endswith(".tgz"))
-        c = Cluster(cp, node, broker, cp.admin_config, chart)
+    (chart,) = (f for f in new if f.name.endswith(".tgz"))
+    # The jobs' NetworkPolicies enforced: the upgrade changes whom they admit.
+    with running_cluster([*old.values(), *(f for f in new if f.name.endswith(".oci.tar"))], chart, started) as c:
         c.helm("package", str(images.release_tree(LAST)[0] / "charts" / "scorestream"), "-d", str(dist))
-        c.steps["cluster: control plane, node Ready, images imported, broker"] = time.monotonic() - started
-        print(f"images imported: {', '.join(f'{k} {v:.0f} s' for k, v in node.import_seconds.items())}")
         yield c, old_chart
-        print("steps (s): " + "; ".join(f"{k} {v:.1f}" for k, v in c.steps.items()))
-    finally:
-        if broker is not None:
-            broker.stop()
-        if cp is not None:
-            cp.stop()
-        left = node.stop()
-        print("host after the node: " + ("as it was" if not left else "\n  ".join(["DIFFERS:", *left])))
-        assert not left, left
 
 
 class Stream:
@@ -257,16 +237,23 @@ def report(phase: str, counts: dict[str, dict], drivers: Drivers, took: float) -
 
 
 def upgrade(c: Cluster, chart: str, values: list[str], moved: dict[str, str], back: bool = False) -> None:
-    """docs/operations/upgrade.md: the CRD first (an upgrade's; a rollback keeps it), the operator
-    stopped, the resources that name a runtime image moved to the image of the version to come, then
-    helm (upgrade, or rollback to the first revision)."""
-    if not back:
-        with c.step("upgrade: helm show crds | kubectl apply --server-side"):
-            crds = c.helm("show", "crds", chart)
-            c.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=crds)
+    """docs/operations/upgrade.md: the CRD of the version to come first (a rollback's too: the API
+    server wrote the newer CRD's defaults into every resource, and an older operator refuses fields
+    it does not know), the operator stopped, on a rollback the status's last stable spec cleared,
+    the resources that name a runtime image moved to the image of the version to come, then helm
+    (upgrade, or rollback to the first revision)."""
     phase = "rollback" if back else "upgrade"
+    with c.step(f"{phase}: helm show crds | kubectl apply --server-side"):
+        crds = c.helm("show", "crds", chart)
+        c.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=crds)
     with c.step(f"{phase}: the operator stopped"):
         stop_operator(c)
+    if back:
+        # The spec the newer operator last ran ready, kept whole (the CRD preserves its fields): an
+        # older operator refuses the fields it does not know, and records it again from the spec.
+        for name in RESOURCES:
+            c.kubectl("patch", "-n", NS, f"modelserving/{name}", "--subresource=status", "--type=merge",
+                      "-p", json.dumps({"status": {"lastStableSpec": None}}))
     for name, image in moved.items():
         c.kubectl("patch", "-n", NS, f"modelserving/{name}", "--type=merge",
                   "-p", json.dumps({"spec": {"spark": {"image": image}}}))
