@@ -268,18 +268,32 @@ def spec_for(ns: str, name: str, broker: str) -> dict:
 def all_settled(api: Api, want: int, changed: bool) -> int:
     """How many of the resources are Ready at their current generation (and, after the change, done
     upgrading: Progressing False)."""
-    items = api.request("GET", f"/apis/{MS}")["items"]
-    done = 0
-    for ms in items:
+    return sum(1 for ms in api.request("GET", f"/apis/{MS}")["items"] if _settled(ms, changed))
+
+
+def _settled(ms: dict, changed: bool) -> bool:
+    st = ms.get("status") or {}
+    conds = {c["type"]: c["status"] for c in st.get("conditions", [])}
+    if st.get("observedGeneration") != ms["metadata"]["generation"] or conds.get("Ready") != "True":
+        return False
+    return not changed or (ms["spec"]["spark"].get("triggerInterval") == "2s" and conds.get("Progressing") == "False"
+                           and (st.get("upgrade") or {}).get("phase") != "Failed")  # rolled back is not done
+
+
+def unsettled(api: Api, changed: bool) -> str:
+    """Why the resources not settled are not: how many of them say what (Ready's and Progressing's
+    reasons, the upgrade's phase, whether the status is of the current generation)."""
+    said: dict[str, int] = {}
+    for ms in api.request("GET", f"/apis/{MS}")["items"]:
+        if _settled(ms, changed):
+            continue
         st = ms.get("status") or {}
-        conds = {c["type"]: c["status"] for c in st.get("conditions", [])}
-        if st.get("observedGeneration") != ms["metadata"]["generation"] or conds.get("Ready") != "True":
-            continue
-        if changed and (ms["spec"]["spark"].get("triggerInterval") != "2s" or conds.get("Progressing") != "False"
-                        or st.get("upgrade", {}).get("phase") == "Failed"):  # rolled back is not done
-            continue
-        done += 1
-    return done
+        reasons = {c["type"]: f"{c['status']} {c.get('reason', '')}" for c in st.get("conditions", [])}
+        what = (f"Ready {reasons.get('Ready', '-')}, Progressing {reasons.get('Progressing', '-')}, upgrade "
+                f"{(st.get('upgrade') or {}).get('phase', '-')}"
+                + ("" if st.get("observedGeneration") == ms["metadata"]["generation"] else ", status of an older generation"))
+        said[what] = said.get(what, 0) + 1
+    return "; ".join(f"{n} × {what}" for what, n in sorted(said.items(), key=lambda kv: -kv[1]))
 
 
 def settled_at(api: Api) -> float:
@@ -332,7 +346,8 @@ async def wait_settled(api: Api, want: int, changed: bool, timeout: float, what:
         if done >= want:
             return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: {done} of {want} after {timeout:.0f} s")
+            why = await asyncio.to_thread(unsettled, api, changed)
+            raise TimeoutError(f"{what}: {done} of {want} after {timeout:.0f} s; the others: {why}")
         await asyncio.sleep(1.0)
 
 
