@@ -156,6 +156,7 @@ def cluster(tmp_path_factory):
     # TensorFlow alone, which test_images.py runs in its image.
     archives = [f for target in ("operator", "runtime-pmml") for f in files
                 if f.name == f"{images.IMAGES[target].name}-{images.VERSION}.oci.tar"]
+    assert len(archives) == 2, [f.name for f in files]
     (chart,) = (f for f in files if f.name.endswith(".tgz"))
     with running_cluster(archives, chart, started) as c:
         yield c
