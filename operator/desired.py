@@ -501,7 +501,11 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: naming.Names, 
         # ordinal, so there is never a second checkpoint writer.
         "replicas": 1 if run else 0,
         "serviceName": names.driver,
-        "podManagementPolicy": "OrderedReady",
+        # Not OrderedReady: under it the StatefulSet controller replaces a pod only once it is
+        # Running and Ready, so a driver that never gets ready (an upgrade whose job fails to
+        # start, a node that marked its pods not ready) would keep its configuration through
+        # every change after: the last stable spec, or the user's fix, would never reach it.
+        "podManagementPolicy": "Parallel",
         "selector": {"matchLabels": naming.selector(name)},
         "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Delete", "whenScaled": "Retain"},
         # spec.driver.podTemplate under the operator's pod: the operator's fields win.
@@ -528,6 +532,19 @@ def _statefulset_spec(name: str, spec: s.ModelServingSpec, names: naming.Names, 
             "spec": pvc_spec,
         }],
     }
+
+
+# What the API server refuses to change in a StatefulSet, of what the operator renders: a change
+# of one makes the StatefulSet anew (operator.reconciler).
+STATEFULSET_IMMUTABLE = ("podManagementPolicy", "serviceName", "selector")
+
+
+def immutable_changes(held: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
+    """The fields of `wanted` (a StatefulSet) that `held` has otherwise and no update may change."""
+    if wanted.get("kind") != "StatefulSet":
+        return []
+    have, want = held.get("spec") or {}, wanted["spec"]
+    return [f for f in STATEFULSET_IMMUTABLE if f in want and not contains(have.get(f), want[f])]
 
 
 def consumer_groups(name: str, namespace: str) -> dict[str, str]:

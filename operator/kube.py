@@ -164,6 +164,18 @@ class Kube:
         """Delete with the object's grace period (a pod gets SIGTERM); False if it was gone."""
         return await self._named("DELETE", api_version, kind, namespace, name) is not None
 
+    async def orphan(self, obj: dict[str, Any]) -> bool:
+        """Delete `obj` (that very object: its uid) and leave what it owns running, their owner
+        references removed by the garbage collector, for a successor to adopt; False if it was gone."""
+        meta = obj["metadata"]
+        status, data = await self.request("DELETE", path(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"]),
+                                          {"propagationPolicy": "Orphan", "preconditions": {"uid": meta["uid"]}})
+        if status in (404, 409):  # gone, or another object of its name since
+            return False
+        if status >= 300:
+            raise KubeError(status, data.get("message", ""))
+        return True
+
     async def apply(self, obj: dict[str, Any], current: Any = _READ) -> tuple[str, dict[str, Any]]:
         """Make `obj` exist as desired. Returns 'created', 'patched' or 'unchanged', and the object
         as written.

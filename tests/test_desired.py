@@ -117,6 +117,19 @@ def test_driver_is_one_non_root_statefulset_pod_with_a_checkpoint_claim():
     assert by_kind(objects(run=False))["StatefulSet"]["spec"]["replicas"] == 0
 
 
+def test_the_driver_statefulset_replaces_a_pod_that_is_not_ready_and_an_older_one_is_made_anew():
+    sts = by_kind(objects())["StatefulSet"]
+    # Under OrderedReady, a pod that is not ready is never replaced by a template change.
+    assert sts["spec"]["podManagementPolicy"] == "Parallel"
+    served = copy.deepcopy(sts)  # as the API server holds it: its defaults added
+    served["spec"]["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}
+    assert desired.immutable_changes(served, sts) == []
+    served["spec"]["template"]["metadata"]["annotations"]["x"] = "a template change is an update"
+    assert desired.immutable_changes(served, sts) == []
+    served["spec"]["podManagementPolicy"] = "OrderedReady"  # as operator 0.1.0 rendered it
+    assert desired.immutable_changes(served, sts) == ["podManagementPolicy"]
+
+
 def _hash(body):
     sts = by_kind(desired.desired_objects(body))["StatefulSet"]
     return sts["spec"]["template"]["metadata"]["annotations"][naming.CONFIG_HASH_ANNOTATION]

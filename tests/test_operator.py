@@ -239,8 +239,38 @@ async def test_operator_restart_mid_reconcile_leaves_no_duplicates(api, job, bro
             child = await until(lambda: obj(api, key, name), what=name)
             assert len(child["metadata"]["ownerReferences"]) == 1
         assert len(api.request("GET", api.path("v1/pods"))["items"]) == 1, "one driver pod"
+        pod = await driver_pod(api)
+        await second.kill()
+        await statefulset_as_an_older_operator_made_it(api)
+        third = Operator(api, config)
+        await third.start()
+        # Made anew (podManagementPolicy cannot be updated), its pod adopted, not restarted.
+        await until(lambda: (obj(api, "apps/v1/statefulsets", "wine-driver") or {}).get("spec", {}).get(
+            "podManagementPolicy") == "Parallel", timeout=30, what="the StatefulSet made anew")
+        await until(lambda: _controller(obj(api, "v1/pods", "wine-driver-0")) == obj(
+            api, "apps/v1/statefulsets", "wine-driver")["metadata"]["uid"], timeout=30, what="the pod adopted")
+        assert obj(api, "v1/pods", "wine-driver-0")["metadata"]["uid"] == pod["metadata"]["uid"]
+        assert events(api, "ChildRecreated")
     finally:
-        await second.stop()
+        for op in (second, *([third] if "third" in locals() else [])):
+            await op.stop()
+
+
+async def statefulset_as_an_older_operator_made_it(api) -> None:
+    """The driver's StatefulSet with `podManagementPolicy: OrderedReady`, as operator 0.1.0 rendered
+    it; its pod left running."""
+    sts = obj(api, "apps/v1/statefulsets", "wine-driver")
+    api.request("DELETE", api.path("apps/v1/statefulsets", "wine-driver"), {"propagationPolicy": "Orphan"})
+    await until(lambda: api.request("GET", api.path("apps/v1/statefulsets", "wine-driver"), ok_missing=True) is None,
+                what="the StatefulSet deleted, its pod orphaned")
+    meta = {k: sts["metadata"][k] for k in ("name", "labels", "ownerReferences")}
+    api.create("apps/v1/statefulsets", {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta,
+                                        "spec": {**sts["spec"], "podManagementPolicy": "OrderedReady"}})
+
+
+def _controller(body: dict | None) -> str | None:
+    return next((r["uid"] for r in (body or {}).get("metadata", {}).get("ownerReferences", []) if r.get("controller")),
+                None)
 
 
 async def test_invalid_spec_is_refused_by_the_api_server_naming_the_field(api, operator, broker, topics):
@@ -365,9 +395,12 @@ async def test_an_upgrade_that_never_gets_ready_runs_the_last_stable_spec_again(
     body["spec"]["spark"]["triggerInterval"] = "5s"  # a job change: the driver rolls
     await apply(api, body)
     await until(lambda: template_hash(api) != stable_hash, what="the driver rolled")
+    failing = await driver_pod(api, ready=False)  # its readiness probe fails, as its kubelet says
     await until(lambda: (obj(api, MS, "wine")["status"].get("upgrade") or {}).get("phase") == "Failed",
                 timeout=60, what="the upgrade failed")
     assert template_hash(api) == stable_hash, "the last stable configuration runs again"
+    # ... in a new pod: the StatefulSet replaces the pod that is not ready (not so under OrderedReady).
+    assert (await driver_pod(api))["metadata"]["uid"] != failing["metadata"]["uid"]
     st = obj(api, MS, "wine")["status"]
     assert st["lastStableSpec"]["generation"] == 1 and st["lastStableSpec"]["spec"]["spark"]["triggerInterval"] == "1s"
     assert condition(api, "wine", "Degraded")["reason"] == "UpgradeFailed"

@@ -239,8 +239,8 @@ def report(phase: str, counts: dict[str, dict], drivers: Drivers, took: float) -
 def upgrade(c: Cluster, chart: str, values: list[str], moved: dict[str, str], back: bool = False) -> None:
     """docs/operations/upgrade.md: the CRD of the version to come first (a rollback's too: the API
     server wrote the newer CRD's defaults into every resource, and an older operator refuses fields
-    it does not know), the operator stopped, on a rollback the status's last stable spec cleared,
-    the resources that name a runtime image moved to the image of the version to come, then helm
+    it does not know), the operator stopped, on a rollback the status's last stable spec cleared
+    and the drivers' StatefulSets deleted with their pods orphaned, the resources that name a runtime image moved to the image of the version to come, then helm
     (upgrade, or rollback to the first revision)."""
     phase = "rollback" if back else "upgrade"
     with c.step(f"{phase}: helm show crds | kubectl apply --server-side"):
@@ -254,6 +254,10 @@ def upgrade(c: Cluster, chart: str, values: list[str], moved: dict[str, str], ba
         for name in RESOURCES:
             c.kubectl("patch", "-n", NS, f"modelserving/{name}", "--subresource=status", "--type=merge",
                       "-p", json.dumps({"status": {"lastStableSpec": None}}))
+        # The drivers' StatefulSets, their pods left running: the older operator renders
+        # podManagementPolicy otherwise, which no update may change, and makes them again.
+        c.kubectl("delete", "statefulset", "-n", NS, "--cascade=orphan",
+                  "-l", "app.kubernetes.io/component=driver,app.kubernetes.io/managed-by=scorestream-operator")
     for name, image in moved.items():
         c.kubectl("patch", "-n", NS, f"modelserving/{name}", "--type=merge",
                   "-p", json.dumps({"spec": {"spark": {"image": image}}}))

@@ -96,9 +96,11 @@ authorizes as `create` too where the object does not exist yet.
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+# delete: a StatefulSet an older operator rendered with what no update may change (its
+# podManagementPolicy) is deleted with its pods orphaned and made anew (operator/reconciler.py).
 - apiGroups: ["apps"]
   resources: ["statefulsets"]
-  verbs: ["get", "list", "watch", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["rbac.authorization.k8s.io"]
   resources: ["roles", "rolebindings"]
   verbs: ["get", "list", "watch", "create", "patch"]
