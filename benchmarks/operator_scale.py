@@ -46,6 +46,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
+from scorestream.naming import CONFIG_HASH_ANNOTATION  # noqa: E402
 from scorestream.tools.local.broker import EmbeddedBroker, create_topics, free_port  # noqa: E402
 
 from harness import orphans  # noqa: E402
@@ -296,6 +297,30 @@ def unsettled(api: Api, changed: bool) -> str:
     return "; ".join(f"{n} × {what}" for what, n in sorted(said.items(), key=lambda kv: -kv[1]))
 
 
+def unsettled_sample(api: Api, changed: bool, n: int = 3) -> str:
+    """A few of the unsettled resources in full: their status, their driver StatefulSet's rollout
+    and their driver pod, for a run that does not settle (the control plane goes with the run)."""
+    lines = []
+    for ms in [ms for ms in api.request("GET", f"/apis/{MS}")["items"] if not _settled(ms, changed)][:n]:
+        meta, st = ms["metadata"], ms.get("status") or {}
+        ns, name = meta["namespace"], meta["name"]
+        lines.append(f"  {ns}/{name} generation {meta['generation']}, status of {st.get('observedGeneration')}, "
+                     f"phase {st.get('phase')}, upgrade {json.dumps(st.get('upgrade'))}")
+        for c in st.get("conditions", []):
+            lines.append(f"    {c['type']} {c['status']} {c.get('reason', '')}: {c.get('message', '')[:200]}")
+        sts = api.request("GET", f"/apis/apps/v1/namespaces/{ns}/statefulsets/{name}-driver", ok_missing=True) or {}
+        lines.append(f"    StatefulSet generation {sts.get('metadata', {}).get('generation')}: "
+                     f"{json.dumps(sts.get('status'))}")
+        pod = api.request("GET", f"/api/v1/namespaces/{ns}/pods/{name}-driver-0", ok_missing=True) or {}
+        pm = pod.get("metadata") or {}
+        lines.append(f"    pod: created {pm.get('creationTimestamp')}, deleting {pm.get('deletionTimestamp')}, "
+                     f"revision {(pm.get('labels') or {}).get('controller-revision-hash')}, hash "
+                     f"{(pm.get('annotations') or {}).get(CONFIG_HASH_ANNOTATION)}, node "
+                     f"{(pod.get('spec') or {}).get('nodeName')}, phase {(pod.get('status') or {}).get('phase')}, "
+                     f"conditions {[(c['type'], c['status']) for c in (pod.get('status') or {}).get('conditions', [])]}")
+    return "\n".join(lines)
+
+
 def settled_at(api: Api) -> float:
     """When the last resource settled, by its own conditions: the latest lastTransitionTime of Ready
     and Progressing (Ready turning True, an upgrade ending), in whole seconds. Unlike the time the
@@ -347,6 +372,7 @@ async def wait_settled(api: Api, want: int, changed: bool, timeout: float, what:
             return
         if time.monotonic() > deadline:
             why = await asyncio.to_thread(unsettled, api, changed)
+            print(await asyncio.to_thread(unsettled_sample, api, changed), flush=True)
             raise TimeoutError(f"{what}: {done} of {want} after {timeout:.0f} s; the others: {why}")
         await asyncio.sleep(1.0)
 
