@@ -164,11 +164,14 @@ class Kube:
         """Delete with the object's grace period (a pod gets SIGTERM); False if it was gone."""
         return await self._named("DELETE", api_version, kind, namespace, name) is not None
 
-    async def orphan(self, obj: dict[str, Any]) -> bool:
-        """Delete `obj` (that very object: its uid) and leave what it owns running, their owner
-        references removed by the garbage collector, for a successor to adopt; False if it was gone."""
-        meta = obj["metadata"]
-        status, data = await self.request("DELETE", path(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"]),
+    async def orphan(self, current: dict[str, Any], wanted: dict[str, Any]) -> bool:
+        """Delete `current` (that very object: its uid), which is to be made anew as `wanted`, and
+        leave what it owns running, their owner references removed by the garbage collector, for
+        the successor to adopt; False if it was gone. NotOwned where `current` is not ours."""
+        self._check_owner(current, wanted)
+        meta = current["metadata"]
+        status, data = await self.request("DELETE", path(current["apiVersion"], current["kind"], meta["namespace"],
+                                                         meta["name"]),
                                           {"propagationPolicy": "Orphan", "preconditions": {"uid": meta["uid"]}})
         if status in (404, 409):  # gone, or another object of its name since
             return False

@@ -356,7 +356,7 @@ async def _make_anew(ctx: Context, body: Body, held: Body, wanted: Body) -> None
     which makes it anew, and the new StatefulSet adopts the pod (the same template: not rolled)."""
     if held["metadata"].get("deletionTimestamp"):
         return  # on its way out: the garbage collector is taking its owner references off
-    if await ctx.kube.orphan(held):
+    if await ctx.kube.orphan(held, wanted):
         fields = ", ".join(desired.immutable_changes(held, wanted))
         LOG.info("deleting %s to make it anew (%s), its pods left running", observer.summary(held), fields)
         ctx.events.info(body, "ChildRecreated", f"{observer.summary(held)} is made anew for a change of {fields}, "

@@ -1,6 +1,7 @@
 """`Kube.create`, for what the operator makes once (the control token, a shared KafkaTopic), against
 the real API server with the chart's ServiceAccount: made when missing, read and left when it is
-there (one request: it is there on every reconcile but the first), never taken when another's."""
+there (one request: it is there on every reconcile but the first), never taken when another's,
+and never deleted to be made anew either."""
 
 from __future__ import annotations
 
@@ -52,5 +53,10 @@ async def test_made_once_read_after_and_another_s_never_taken(api):
         api.create("v1/secrets", secret(api.ns, "users-own", None))
         with pytest.raises(NotOwned, match="not owned by this ModelServing"):
             await kube.create(secret(api.ns, "users-own", owner))
+        # Nor deleted to be made anew (a child whose immutable fields changed): refused unsent.
+        kube.sent.clear()
+        with pytest.raises(NotOwned, match="not owned by this ModelServing"):
+            await kube.orphan(obj(api, "v1/secrets", "users-own"), secret(api.ns, "users-own", owner))
+        assert kube.sent == [] and obj(api, "v1/secrets", "users-own")
     finally:
         await kube.close()
