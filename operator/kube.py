@@ -111,9 +111,9 @@ class Kube:
         return response.status, data
 
     async def _named(self, method: str, api_version: str, kind: str, namespace: str,
-                     name: str) -> dict[str, Any] | None:
+                     name: str, body: Any = None) -> dict[str, Any] | None:
         """A request on one object: its answer, or None where the object does not exist."""
-        status, data = await self.request(method, path(api_version, kind, namespace, name))
+        status, data = await self.request(method, path(api_version, kind, namespace, name), body)
         if status == 404:
             return None
         if status >= 300:
@@ -170,14 +170,13 @@ class Kube:
         the successor to adopt; False if it was gone. NotOwned where `current` is not ours."""
         self._check_owner(current, wanted)
         meta = current["metadata"]
-        status, data = await self.request("DELETE", path(current["apiVersion"], current["kind"], meta["namespace"],
-                                                         meta["name"]),
-                                          {"propagationPolicy": "Orphan", "preconditions": {"uid": meta["uid"]}})
-        if status in (404, 409):  # gone, or another object of its name since
-            return False
-        if status >= 300:
-            raise KubeError(status, data.get("message", ""))
-        return True
+        try:
+            return await self._named("DELETE", current["apiVersion"], current["kind"], meta["namespace"], meta["name"],
+                                     {"propagationPolicy": "Orphan", "preconditions": {"uid": meta["uid"]}}) is not None
+        except KubeError as e:
+            if e.status == 409:  # another object of its name since: not the one to delete
+                return False
+            raise
 
     async def apply(self, obj: dict[str, Any], current: Any = _READ) -> tuple[str, dict[str, Any]]:
         """Make `obj` exist as desired. Returns 'created', 'patched' or 'unchanged', and the object

@@ -338,8 +338,9 @@ async def _apply(ctx: Context, body: Body, objects: list[Body]) -> None:
                  naming.Names(meta["name"], meta["namespace"]).control_secret)
     for obj in stale:
         held = ctx.cache.get(obj["apiVersion"], obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
-        if held is not None and desired.immutable_changes(held, obj):
-            await _make_anew(ctx, body, held, obj)
+        fixed = desired.immutable_changes(held, obj) if held is not None else []
+        if fixed:
+            await _make_anew(ctx, body, held, obj, fixed)
             continue
         result, written = await ctx.kube.apply(obj, current=held)
         ctx.cache.put(written)
@@ -349,15 +350,15 @@ async def _apply(ctx: Context, body: Body, objects: list[Body]) -> None:
             ctx.events.warn(body, "DriftRepaired", f"{observer.summary(obj)} was changed; restored")
 
 
-async def _make_anew(ctx: Context, body: Body, held: Body, wanted: Body) -> None:
-    """A child whose rendering changed where no update may change it (a StatefulSet's
+async def _make_anew(ctx: Context, body: Body, held: Body, wanted: Body, fixed: list[str]) -> None:
+    """A child whose rendering changed in `fixed`, fields no update may change (a StatefulSet's
     podManagementPolicy, rendered otherwise by an older operator): deleted with its pods and
     volume claims orphaned, so the driver keeps running; its DELETED event brings the next turn,
     which makes it anew, and the new StatefulSet adopts the pod (the same template: not rolled)."""
     if held["metadata"].get("deletionTimestamp"):
         return  # on its way out: the garbage collector is taking its owner references off
     if await ctx.kube.orphan(held, wanted):
-        fields = ", ".join(desired.immutable_changes(held, wanted))
+        fields = ", ".join(fixed)
         LOG.info("deleting %s to make it anew (%s), its pods left running", observer.summary(held), fields)
         ctx.events.info(body, "ChildRecreated", f"{observer.summary(held)} is made anew for a change of {fields}, "
                                                 "which cannot be updated; its pods keep running")

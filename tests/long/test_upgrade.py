@@ -240,8 +240,9 @@ def upgrade(c: Cluster, chart: str, values: list[str], moved: dict[str, str], ba
     """docs/operations/upgrade.md: the CRD of the version to come first (a rollback's too: the API
     server wrote the newer CRD's defaults into every resource, and an older operator refuses fields
     it does not know), the operator stopped, on a rollback the status's last stable spec cleared
-    and the drivers' StatefulSets deleted with their pods orphaned, the resources that name a runtime image moved to the image of the version to come, then helm
-    (upgrade, or rollback to the first revision)."""
+    and the drivers' StatefulSets deleted with their pods orphaned, the resources that name a
+    runtime image moved to the image of the version to come, then helm (upgrade, or rollback to
+    the first revision)."""
     phase = "rollback" if back else "upgrade"
     with c.step(f"{phase}: helm show crds | kubectl apply --server-side"):
         crds = c.helm("show", "crds", chart)
