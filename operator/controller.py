@@ -4,7 +4,8 @@ controller-runtime's shape. An event only stores its object and queues the key o
 ModelServing it concerns (the resource itself, the owner of a child, the resource a driver pod
 runs); the work queue coalesces keys and never hands one to two workers at once; a worker calls
 `reconciler.reconcile(key)` and queues the key again after the delay it returns (the job's poll),
-or after a back-off where it failed. Nothing runs per resource but what is queued: a thousand
+or after a back-off where it failed; a key queued for a change goes before those queued by time
+(workqueue.Priority). Nothing runs per resource but what is queued: a thousand
 resources at rest are a thousand pending wake-ups, not a thousand timers or tasks.
 """
 
@@ -19,7 +20,7 @@ from scorestream import naming
 from scorestream.operator import observer, reconciler
 from scorestream.operator.cache import Key, owner_key
 from scorestream.operator.kube import KubeError, path
-from scorestream.operator.workqueue import ShutDown, WorkQueue
+from scorestream.operator.workqueue import Priority, ShutDown, WorkQueue
 
 LOG = logging.getLogger(__name__)
 Body = dict[str, Any]
@@ -138,7 +139,10 @@ class Controller:
         for i, key in enumerate(keys):
             body = self.ctx.cache.resource(key) or {}
             handled = body.get("metadata", {}).get("generation") == (body.get("status") or {}).get("observedGeneration")
-            self.queue.add_after(key, 0 if key in changed or not handled else spread * (i + 1) / len(keys))
+            if key in changed or not handled:
+                self.queue.add(key)
+            else:
+                self.queue.add_after(key, spread * (i + 1) / len(keys), Priority.POLL)
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._work(), name=f"reconcile-worker-{i}") for i in range(self.workers)]
 
@@ -183,6 +187,6 @@ class Controller:
                 if delay is None:
                     self.queue.drop(key)
                 else:
-                    self.queue.add_after(key, delay)
+                    self.queue.add_after(key, delay, Priority.POLL)
             finally:
                 self.queue.done(key)

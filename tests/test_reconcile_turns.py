@@ -17,7 +17,7 @@ from scorestream.operator import controller, reconciler, status
 from scorestream.operator.cache import Cache, Key, owner_key
 from scorestream.operator.conditions import Reason
 from scorestream.operator.settings import OperatorConfig
-from scorestream.operator.workqueue import Backoff, ShutDown, WorkQueue
+from scorestream.operator.workqueue import Backoff, Priority, ShutDown, WorkQueue
 
 
 def resource(name: str, rv: str = "1", generation: int = 1) -> dict:
@@ -56,6 +56,32 @@ async def test_a_requeue_keeps_the_earliest_wake_up():
     q.done("a")
     await asyncio.sleep(0.2)
     assert len(q) == 0
+
+
+async def test_a_changed_key_goes_before_the_polls_queued_ahead_of_it():
+    q: WorkQueue[str] = WorkQueue()
+    for name in ("p1", "p2", "p3"):
+        q.add(name, Priority.POLL)
+    q.add("changed")
+    q.add("p2")  # a change to a key waiting for its poll promotes it, once
+    q.add("p1", Priority.POLL)  # a poll of a key waiting for a poll: still one entry
+    assert len(q) == 4
+    assert [await q.get() for _ in range(4)] == ["changed", "p2", "p1", "p3"]
+    assert len(q) == 0
+    for name in ("p1", "p2", "p3", "changed"):
+        q.done(name)
+    # A wake-up keeps the earlier time and the higher priority of the two asked for.
+    q.add_after("a", 0.05, Priority.POLL)
+    q.add_after("b", 0.05, Priority.POLL)
+    q.add_after("b", 30)  # a change due later: the earlier wake-up stands, as a change
+    await asyncio.sleep(0.1)
+    assert await q.get() == "b" and await q.get() == "a"
+    # Changed while being reconciled: queued again at done(), as a change.
+    q.add("c", Priority.POLL)
+    q.add("b", Priority.POLL)
+    q.add("b")
+    q.done("b")
+    assert await q.get() == "b" and await q.get() == "c"
 
 
 async def test_failures_back_off_exponentially_and_success_resets():
