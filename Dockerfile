@@ -78,10 +78,14 @@ COPY --from=requirements /deps/requirements.py /deps/
 RUN python -m pip install "pip==${PIP_VERSION}" \
     && python /deps/requirements.py --hashed /deps/requirements.lock /deps/requirements.txt > /deps/hashed.txt \
     && python -m pip install --require-hashes -r /deps/hashed.txt
-COPY --from=source /src /src
-# Editable: Maven builds the module of the source tree, JUnit tests included (the wheel carries
-# only the main sources); the jar is named by their digest, which the runtime image's copy shares.
-RUN python -m pip install --no-deps -e /src
+# What the jar is built from and no more, laid out as the installed package (pyproject.toml's
+# package-dir): an edit of the operator or of the job's Python reruns no Maven build and no JUnit
+# test. The module's tests come along (the wheel carries only the main sources); the jar is named
+# by the digest of its main sources, which the runtime image's installed copy shares.
+COPY scorestream/__init__.py scorestream/jars.py scorestream/jars.lock /src/scorestream/
+COPY runtime/__init__.py runtime/jvm.py /src/scorestream/runtime/
+COPY runtime/jvm /src/scorestream/runtime/jvm
+ENV PYTHONPATH=/src
 # A build container's hostname resolves to nothing: Spark, started by the JUnit tests, binds to
 # loopback by name instead.
 ENV SPARK_LOCAL_IP=127.0.0.1 SPARK_LOCAL_HOSTNAME=localhost
