@@ -612,6 +612,8 @@ def rows(r: Result, n: int) -> dict[str, tuple[str, float | None]]:
         "most applies of one child in the change": (f"{max(ch.applies.values(), default=0)}", None),
         "reconcile p50, create": (ms(c.p50), c.p50),
         "reconcile p99, create": (ms(c.p99), c.p99),
+        "reconciles per resource a minute at rest": (f"{rest.reconciles * 60 / rest.seconds / n:.2f}",
+                                                     rest.reconciles * 60 / rest.seconds / n),
         "reconcile p50, at rest": (ms(rest.p50), rest.p50),
         "reconcile p99, at rest": (ms(rest.p99), rest.p99),
         "reconcile p50, change": (ms(ch.p50), ch.p50),

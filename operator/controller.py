@@ -5,7 +5,8 @@ ModelServing it concerns (the resource itself, the owner of a child, the resourc
 runs); the work queue coalesces keys and never hands one to two workers at once; a worker calls
 `reconciler.reconcile(key)` and queues the key again after the delay it returns (the job's poll),
 or after a back-off where it failed; a key queued for a change goes before those queued by time
-(workqueue.Priority). Nothing runs per resource but what is queued: a thousand
+(workqueue.Priority). A settled resource's job is polled outside the queue (jobwatch.py), its key
+queued only where the job answers otherwise. Nothing runs per resource but what is queued: a thousand
 resources at rest are a thousand pending wake-ups, not a thousand timers or tasks.
 """
 
@@ -19,7 +20,9 @@ from typing import Any
 from scorestream import naming
 from scorestream.operator import observer, reconciler
 from scorestream.operator.cache import Key, owner_key
+from scorestream.operator.jobwatch import JobWatches
 from scorestream.operator.kube import KubeError, path
+from scorestream.operator.status import JobReport
 from scorestream.operator.workqueue import Priority, ShutDown, WorkQueue
 
 LOG = logging.getLogger(__name__)
@@ -67,8 +70,10 @@ class Controller:
     def __init__(self, ctx: reconciler.Context, workers: int, debounce: float = reconciler.DEBOUNCE) -> None:
         self.ctx = ctx
         self.queue: WorkQueue[Key] = WorkQueue()
+        self.jobs: JobWatches[Key] = JobWatches(self._job_report, self.queue.add, ctx.config.observe_interval)
         self.workers, self.debounce = workers, debounce
         self._tasks: list[asyncio.Task] = []
+        self._job_polls: asyncio.Task | None = None
         # Until `start`: the keys whose objects changed meanwhile (a follower's, who leads later).
         self._following: set[Key] | None = set()
 
@@ -81,6 +86,7 @@ class Controller:
         if type_ == "DELETED":
             self.ctx.cache.delete(body)
             self.queue.drop(key)
+            self.jobs.unwatch(key)
             self.ctx.forget(key, meta.get("uid"))
             if self._following is not None:
                 self._following.discard(key)
@@ -128,6 +134,9 @@ class Controller:
                     item.setdefault("kind", list_kind)
                     self.ctx.cache.put(item)
 
+    async def _job_report(self, endpoint: str) -> JobReport:
+        return await observer.job_report(endpoint, session=self.ctx.jobs)
+
     # --- the workers ---------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -145,10 +154,14 @@ class Controller:
                 self.queue.add_after(key, spread * (i + 1) / len(keys), Priority.POLL)
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._work(), name=f"reconcile-worker-{i}") for i in range(self.workers)]
+        self._job_polls = loop.create_task(self.jobs.run(), name="job-polls")
 
     async def stop(self, timeout: float = 10.0) -> None:
         """Let the reconciles in flight finish (for at most `timeout` seconds), then stop."""
         self.queue.shut_down()
+        if self._job_polls is not None:
+            self._job_polls.cancel()
+            await asyncio.gather(self._job_polls, return_exceptions=True)
         if self._tasks:
             _, pending = await asyncio.wait(self._tasks, timeout=timeout)
             for task in pending:
@@ -161,12 +174,13 @@ class Controller:
                 key = await self.queue.get()
             except ShutDown:
                 return
+            self.jobs.unwatch(key)  # this turn asks the job itself
             started = time.monotonic()
             budget = self.ctx.config.reconcile_timeout
             try:
                 async with asyncio.timeout(budget):
-                    delay = await reconciler.reconcile(self.ctx, key)
-                LOG.debug("reconciled %s in %.3f s; next look in %s s", key, time.monotonic() - started, delay)
+                    turn = await reconciler.reconcile(self.ctx, key)
+                LOG.debug("reconciled %s in %.3f s; next: %s", key, time.monotonic() - started, turn)
             except TimeoutError:
                 # One resource's turn never holds a worker longer than this: the others proceed.
                 retry = self.queue.retry(key)
@@ -184,9 +198,11 @@ class Controller:
                 LOG.exception("reconciling %s failed; retrying in %.1f s", key, self.queue.retry(key))
             else:
                 self.queue.forget(key)
-                if delay is None:
+                if turn is None:
                     self.queue.drop(key)
                 else:
-                    self.queue.add_after(key, delay, Priority.POLL)
+                    self.queue.add_after(key, turn.after, Priority.POLL)
+                    if turn.job is not None:
+                        self.jobs.watch(key, turn.job)
             finally:
                 self.queue.done(key)

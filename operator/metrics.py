@@ -25,11 +25,15 @@ RECONCILE_SECONDS = Histogram(m.RECONCILE_SECONDS.name, "Time one reconcile took
                               buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120))
 ROLLOUT_STEPS = Counter(m.ROLLOUT_STEPS.name.removesuffix("_total"), "Model messages sent to models topics",
                         ["step"])
+# The settled resources' jobs polled outside the queue (jobwatch.py): answer "same", or "changed"
+# (the resource queued).
+JOB_POLLS = Counter(m.JOB_POLLS.name.removesuffix("_total"), "Polls of settled resources' jobs", ["answer"])
 PHASES: tuple[str, ...] = get_args(s.Phase)
 
 
-# The active operator recomputes every status each observe interval (10 s by default); a status
-# not recomputed for this long is not current (a resource deleted while the operator was down).
+# The active operator recomputes every status at least once a resync (reconciler.resync: half of
+# this at most); a status not recomputed for this long is not current (a resource deleted while
+# the operator was down).
 STALE_AFTER = 300.0
 
 

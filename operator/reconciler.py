@@ -26,6 +26,7 @@ from scorestream.api.v1alpha1 import modelserving as s
 from scorestream.api.v1alpha1.modelserving import ModelServingSpec
 from scorestream.operator.cache import Cache, Key
 from scorestream.operator.conditions import Reason
+from scorestream.operator.jobwatch import JobWatch
 from scorestream.operator.kube import Conflict, Kube, KubeError, NotOwned, contains
 from scorestream.operator.settings import OperatorConfig
 
@@ -114,6 +115,39 @@ def next_look(config: OperatorConfig, spec: Body, new: status.Status) -> float:
 
 # Ready's reasons while the driver pod is missing or not ready yet (status._job_health).
 DRIVER_ON_ITS_WAY = frozenset({Reason.DRIVER_CREATING, Reason.DRIVER_STARTING})
+# ModelReady's reasons while a model is on its way or on trial: time moves them on.
+MODEL_IN_FLIGHT = frozenset({Reason.ROLLING_OUT, Reason.CANARY_ANALYSIS, Reason.SHADOW_ANALYSIS})
+
+
+def settled(spec: Body, new: status.Status) -> bool:
+    """Nothing in flight that time alone moves on: Ready, neither progressing nor degraded, no model
+    on its way or on trial, no autoscaler (its cool-downs are time). Such a resource is woken by a
+    change only (a watch event, its job answering otherwise: jobwatch.py) or the resync."""
+    def holds(ctype: s.ConditionType) -> bool:
+        found = conditions.find(new.conditions, ctype)
+        return found is not None and found.status == "True"
+
+    model = conditions.find(new.conditions, "ModelReady")
+    reason = model.reason if model is not None else None
+    on_its_way = reason in MODEL_IN_FLIGHT or (reason == Reason.NO_MODEL and bool(spec.get("model")))
+    return holds("Ready") and not holds("Progressing") and not holds("Degraded") and not on_its_way \
+        and not spec.get("autoscaling")
+
+
+def resync(config: OperatorConfig) -> float:
+    """Seconds between reconciles of a settled resource: what no watch and no job answer shows (its
+    topics, looked at every topicsRecheck) is looked at again; and its status series are renewed
+    before metrics.STALE_AFTER takes them for a deleted resource's."""
+    return max(config.observe_interval, min(config.topics_recheck, metrics.STALE_AFTER / 2))
+
+
+@dataclass(frozen=True)
+class Next:
+    """When a resource is looked at again with nothing having changed; for a settled one, the job
+    the controller polls meanwhile (jobwatch.py)."""
+
+    after: float
+    job: JobWatch | None = None
 
 
 # Events are taken together for this long after the first: a burst of edits (a Helm upgrade, an
@@ -122,10 +156,9 @@ DRIVER_ON_ITS_WAY = frozenset({Reason.DRIVER_CREATING, Reason.DRIVER_STARTING})
 DEBOUNCE = 0.5
 
 
-async def reconcile(ctx: Context, key: Key) -> float | None:
+async def reconcile(ctx: Context, key: Key) -> Next | None:
     """Reconcile the resource `key` names as the cache holds it and write its new status with the
-    resourceVersion read; returns the seconds until it should be looked at again, or None where
-    it is gone.
+    resourceVersion read; returns when it should be looked at again, or None where it is gone.
 
     A status write refused because the resource changed since (409) is not retried here: the
     newer version is read into the cache and the key looked at again after the debounce, as the
@@ -138,7 +171,7 @@ async def reconcile(ctx: Context, key: Key) -> float | None:
     uid = body["metadata"].get("uid")
     try:
         previous = status.parse(body.get("status"))
-        new = await _timed(ctx, body, previous)
+        new, job = await _timed(ctx, body, previous)
         try:
             await _record(ctx, body, previous, new)
         except Conflict:
@@ -146,8 +179,13 @@ async def reconcile(ctx: Context, key: Key) -> float | None:
             fresh = await ctx.kube.get(s.API_VERSION, s.KIND, key.namespace, key.name)
             if fresh is not None and _held(ctx, key, uid):
                 ctx.cache.put(fresh)
-            return DEBOUNCE
-        return next_look(ctx.config, body.get("spec") or {}, new) if _held(ctx, key, uid) else None
+            return Next(DEBOUNCE)
+        if not _held(ctx, key, uid):
+            return None
+        spec = body.get("spec") or {}
+        if job is not None and settled(spec, new):
+            return Next(resync(ctx.config), job)
+        return Next(next_look(ctx.config, spec, new))
     finally:
         if not _held(ctx, key, uid):
             # Deleted while this turn awaited the API server: its DELETED event forgot the resource
@@ -161,12 +199,12 @@ def _held(ctx: Context, key: Key, uid: str | None) -> bool:
     return body is not None and body["metadata"].get("uid") == uid
 
 
-async def _timed(ctx: Context, body: Body, previous: status.Status) -> status.Status:
+async def _timed(ctx: Context, body: Body, previous: status.Status) -> tuple[status.Status, JobWatch | None]:
     started, outcome = time.monotonic(), "error"
     try:
-        new = await _reconcile(ctx, body, previous)
+        new, job = await _reconcile(ctx, body, previous)
         outcome = new.phase
-        return new
+        return new, job
     finally:
         metrics.RECONCILES.labels("queue", outcome).inc()
         metrics.RECONCILE_SECONDS.labels("queue").observe(time.monotonic() - started)
@@ -213,7 +251,9 @@ def _refused(ctx: Context, body: Body, previous: status.Status, refusal: status.
         ctx.events.warn(body, refusal.reason, refusal.message)
 
 
-async def _reconcile(ctx: Context, body: Body, previous: status.Status) -> status.Status:
+async def _reconcile(ctx: Context, body: Body, previous: status.Status
+                     ) -> tuple[status.Status, JobWatch | None]:
+    """The new status, and the job as this turn read it (None: not read)."""
     meta = body["metadata"]
     name, namespace = meta["name"], meta["namespace"]
     admitted = _admit(ctx, body, previous)
@@ -225,11 +265,11 @@ async def _reconcile(ctx: Context, body: Body, previous: status.Status) -> statu
             admitted = status.Refusal(meta.get("generation", 0), Reason.INVALID_SPEC, bad_sample)
     if isinstance(admitted, status.Refusal):
         _refused(ctx, body, previous, admitted)
-        return status.compute(name, namespace, admitted, previous)  # its children are left as they are
+        return status.compute(name, namespace, admitted, previous), None  # its children are left as they are
     body, spec = admitted
     # All of this reconcile's Kafka calls together: an unreachable broker costs it this much at most.
     kafka = kafkabound.Deadline(ctx.config.kafka_timeout)
-    seen, models, partitions, run = await _observe(ctx, body, spec, kafka)
+    seen, models, partitions, run, job = await _observe(ctx, body, spec, kafka)
     # A changed job configuration that did not become ready in time: run the last stable spec.
     verdict = upgrade.assess(upgrade.Submitted(name, namespace, spec, body.get("spec") or {}, seen.generation),
                              previous, upgrade.Running(seen.driver.config_hash, seen.driver.ready and seen.job.ready),
@@ -247,14 +287,14 @@ async def _reconcile(ctx: Context, body: Body, previous: status.Status) -> statu
         done = await _roll_model(ctx, body, spec, models, previous, seen, done, kafka)
     if run:
         done = await _scale(ctx, body, spec, naming.Names(name, namespace), previous, seen, done, partitions)
-    return status.compute(name, namespace, status.Observed.of(seen, done), previous)
+    return status.compute(name, namespace, status.Observed.of(seen, done), previous), job
 
 
 async def _observe(ctx: Context, body: Body, spec: ModelServingSpec, kafka: kafkabound.Deadline
-                   ) -> tuple[status.Observation, models_route.Route | None, int | None, bool]:
+                   ) -> tuple[status.Observation, models_route.Route | None, int | None, bool, JobWatch | None]:
     """The topics, the driver pod and the job; with where and as whom model messages are published
-    (None: the Kafka settings are unusable), the data topic's partitions, and whether the job
-    should run."""
+    (None: the Kafka settings are unusable), the data topic's partitions, whether the job should
+    run, and where the job was asked (None: it was not)."""
     meta = body["metadata"]
     run = not spec.suspend
     topics: dict[str, Any] = {}  # the Observation's Kafka fields, as far as they were read
@@ -289,10 +329,14 @@ async def _observe(ctx: Context, body: Body, spec: ModelServingSpec, kafka: kafk
             run = run and waiting is None
     names = naming.Names(meta["name"], meta["namespace"])
     driver = observer.driver_state(ctx.cache.get("v1", "Pod", names.namespace, names.driver_pod))
-    job = await observer.job_report(observer.endpoint_of(names, ctx.config.endpoint_template), session=ctx.jobs) \
-        if driver.exists or ctx.config.endpoint_template else status.JobReport()
+    asked: JobWatch | None = None
+    job = status.JobReport()
+    if driver.exists or ctx.config.endpoint_template:
+        endpoint = observer.endpoint_of(names, ctx.config.endpoint_template)
+        job = await observer.job_report(endpoint, session=ctx.jobs)
+        asked = JobWatch(endpoint, job)
     seen = status.Observation(generation=meta.get("generation", 0), spec=spec, driver=driver, job=job, **topics)
-    return seen, models, partitions, run
+    return seen, models, partitions, run, asked
 
 
 async def _strimzi_topics(ctx: Context, body: Body, spec: ModelServingSpec, partitions: int,

@@ -81,6 +81,7 @@ PHASE = Family("scorestream_modelserving_phase", "gauge", "operator", ("phase",)
 RECONCILES = Family("scorestream_operator_reconciles_total", "counter", "operator", ("trigger", "outcome"))
 RECONCILE_SECONDS = Family("scorestream_operator_reconcile_seconds", "histogram", "operator", ("trigger",))
 ROLLOUT_STEPS = Family("scorestream_operator_rollout_steps_total", "counter", "operator", ("step",))
+JOB_POLLS = Family("scorestream_operator_job_polls_total", "counter", "operator", ("answer",))
 
 FAMILIES: tuple[Family, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Family))
 

@@ -173,8 +173,10 @@ def _requests(api, since: int) -> list[str]:
 async def test_at_rest_no_api_request_a_burst_of_edits_is_one_reconcile_and_a_deleted_child_is_back_at_once(
         api, job, broker, topics):
     """The operator reads from its watches and writes only what differs: a Ready resource whose job
-    answers the same costs the API server nothing; ten edits in a burst make one or two reconciles;
-    a child deleted by hand is made again from its DELETED event, not at the next look."""
+    answers the same costs the API server nothing, and no reconcile but the resync, its job polled
+    all along and the resource woken once the job answers otherwise; ten edits in a burst make one
+    or two reconciles; a child deleted by hand is made again from its DELETED event, not at the
+    next look."""
     create_topics(broker.bootstrap, {topics["dataTopic"]: 2})
     # Its Kafka settings in a Secret, which the operator may read by name only (no watch).
     api.create("v1/secrets", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "kafka-client"},
@@ -188,14 +190,19 @@ async def test_at_rest_no_api_request_a_burst_of_edits_is_one_reconcile_and_a_de
         await until(lambda: condition(api, "wine", "Ready").get("status") == "True", what="Ready")
         await asyncio.sleep(3)  # the watch events of its own writes come back
         since = len(api.cluster.audit(api.installation.subject))
-        looks = op.log.count(f"reconciled {api.ns}/wine in")
+        looks, polled = op.log.count(f"reconciled {api.ns}/wine in"), job.polled
         await asyncio.sleep(60)
-        assert op.log.count(f"reconciled {api.ns}/wine in") - looks >= 10, "the job was polled all along"
+        assert job.polled - polled >= 10, "the job was polled all along"
+        # One resync a topicsRecheck (60 s), not a reconcile a poll.
+        assert op.log.count(f"reconciled {api.ns}/wine in") - looks <= 2, "reconciled at rest"
         assert _requests(api, since) == [], "API requests at rest"
 
-        # Right after a look at the job, so that the next falls after the burst's reconciles.
-        looks = op.log.count(f"reconciled {api.ns}/wine in")
-        await until(lambda: op.log.count(f"reconciled {api.ns}/wine in") > looks, timeout=10, what="a look")
+        job.ready = False  # the job answering otherwise wakes the resource within a poll
+        await until(lambda: condition(api, "wine", "Ready").get("status") == "False", timeout=15,
+                    what="not Ready once the job says so")
+        job.ready = True
+        await until(lambda: condition(api, "wine", "Ready").get("status") == "True", timeout=15, what="Ready again")
+
         looks = op.log.count(f"reconciled {api.ns}/wine in")
         started = time.monotonic()
         with ThreadPoolExecutor(10) as pool:  # as a script would send them, one connection each

@@ -129,7 +129,7 @@ def turns(monkeypatch):
         record.append(("start", key))
         await asyncio.sleep(0.05)
         record.append(("end", key))
-        return 60.0
+        return reconciler.Next(60.0)
 
     monkeypatch.setattr(reconciler, "reconcile", slow)
     ctx = reconciler.Context(kube=None, config=OperatorConfig(allNamespaces=True))  # the stand-in reconcile calls nothing
@@ -285,6 +285,60 @@ def test_the_next_look_is_the_rollout_poll_while_a_rollout_waits_else_the_observ
     assert reconciler.next_look(config, {"model": {"name": "m"}}, starting) == 10
 
 
+def test_a_ready_resource_with_nothing_in_flight_is_settled_and_resynced_seldom():
+    config = OperatorConfig(allNamespaces=True, observeInterval=10, topicsRecheck=60)
+
+    def with_conditions(*conds):
+        return s.ModelServingStatus(conditions=[
+            s.Condition(type=t, status=v, reason=r, lastTransitionTime="2026-01-01T00:00:00Z") for t, v, r in conds])
+
+    ready = ("Ready", "True", Reason.SERVING)
+    serving, calm, healthy = ("ModelReady", "True", Reason.SERVING), ("Progressing", "False", Reason.STABLE), \
+        ("Degraded", "False", Reason.HEALTHY)
+    model = {"model": {"name": "m"}}
+    assert reconciler.settled(model, with_conditions(ready, serving, calm, healthy))
+    assert reconciler.settled({}, with_conditions(ready, ("ModelReady", "False", Reason.NO_MODEL), calm, healthy)), \
+        "no spec.model: a model from the models topic changes the job's answer"
+    for in_flight in [("ModelReady", "False", Reason.NO_MODEL), ("ModelReady", "False", Reason.ROLLING_OUT),
+                      ("ModelReady", "False", Reason.CANARY_ANALYSIS), ("ModelReady", "False", Reason.SHADOW_ANALYSIS),
+                      ("Progressing", "True", Reason.UPGRADING), ("Degraded", "True", Reason.KAFKA_UNREACHABLE),
+                      ("Ready", "False", Reason.JOB_NOT_READY)]:
+        conds = {c[0]: c for c in (ready, serving, calm, healthy)} | {in_flight[0]: in_flight}
+        assert not reconciler.settled(model, with_conditions(*conds.values())), in_flight
+    assert not reconciler.settled({**model, "autoscaling": {"maxReplicas": 4}},
+                                  with_conditions(ready, serving, calm, healthy)), "its cool-downs are time"
+    assert reconciler.resync(config) == 60
+    assert reconciler.resync(config.model_copy(update={"topics_recheck": 3600})) == 150, "before the series go stale"
+
+
+async def test_a_settled_job_is_polled_outside_the_queue_and_its_key_queued_when_it_answers_otherwise():
+    from scorestream.operator.jobwatch import JobWatch, JobWatches
+
+    answers = {"a": status.JobReport(reachable=True, ready=True), "b": status.JobReport(reachable=True, ready=True)}
+    polled: list[str] = []
+
+    async def poll(endpoint):
+        polled.append(endpoint)
+        return answers[endpoint]
+
+    changed: list[str] = []
+    jobs: JobWatches[str] = JobWatches(poll, changed.append, every=0.05, concurrency=1)
+    runner = asyncio.ensure_future(jobs.run())
+    for key in ("a", "b"):
+        jobs.watch(key, JobWatch(key, answers[key]))
+    await asyncio.sleep(0.18)
+    assert changed == [] and polled.count("a") >= 2 and polled.count("b") >= 2, polled
+    answers["a"] = status.JobReport(reachable=True, ready=False)
+    await asyncio.sleep(0.1)
+    assert changed == ["a"] and len(jobs) == 1, "queued once, then no longer polled"
+    jobs.unwatch("b")  # reconciled: the reconcile asks the job itself
+    polled.clear()
+    await asyncio.sleep(0.12)
+    assert polled == []
+    runner.cancel()
+    await asyncio.gather(runner, return_exceptions=True)
+
+
 async def test_a_field_the_new_status_drops_is_removed():
     assert status.merge_patch({"upgrade": {"phase": "Upgrading"}, "phase": "Running"}, {"phase": "Running"}) \
         == {**{k: None for k in status.STATUS_FIELDS if k != "phase"}, "phase": "Running"}
@@ -316,7 +370,7 @@ async def test_a_reconcile_past_its_budget_is_given_up_and_the_worker_takes_the_
         if key.name == "a":
             await asyncio.sleep(3600)
         done.append(key)
-        return 60.0
+        return reconciler.Next(60.0)
 
     monkeypatch.setattr(reconciler, "reconcile", hangs_for_a)
     config = OperatorConfig(allNamespaces=True, reconcileTimeout=5)
@@ -373,7 +427,7 @@ async def test_a_resource_deleted_during_its_reconcile_leaves_nothing_behind(mon
 
     async def rendering(ctx, body, previous):
         ctx.rendered[body["metadata"]["uid"]] = ("inputs", [])
-        return status.parse({"phase": "Running"})
+        return status.parse({"phase": "Running"}), None
 
     monkeypatch.setattr(reconciler, "_reconcile", rendering)
     ctl = controller.Controller(reconciler.Context(kube=Kube(), config=OperatorConfig(allNamespaces=True)), workers=0)

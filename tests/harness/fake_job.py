@@ -47,8 +47,10 @@ class FakeJob:
         self.serving = {"wine": model_info("wine", "wine-tree", "1", 1.7e9)}
         self.rejected: list[h.Rejection] = []
         self.target, self.live, self.asked = 2, True, []
+        self.polled = 0  # readiness asked
 
     async def readyz(self, _):
+        self.polled += 1
         return _json(h.Readiness(ready=self.ready, reason="serving" if self.ready else "restoring models"),
                      200 if self.ready else 503)
 
