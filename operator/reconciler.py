@@ -135,10 +135,11 @@ def settled(spec: Body, new: status.Status) -> bool:
 
 
 def resync(config: OperatorConfig) -> float:
-    """Seconds between reconciles of a settled resource: what no watch and no job answer shows (its
-    topics, looked at every topicsRecheck) is looked at again; and its status series are renewed
-    before metrics.STALE_AFTER takes them for a deleted resource's."""
-    return max(config.observe_interval, min(config.topics_recheck, metrics.STALE_AFTER / 2))
+    """Seconds between reconciles of a settled resource (controller-runtime's SyncPeriod): what no
+    watch and no job answer shows (its topics, once topicsRecheck has passed) is looked at again,
+    and its status series are renewed before metrics.STALE_AFTER takes them for a deleted
+    resource's."""
+    return max(config.observe_interval, metrics.STALE_AFTER / 2)
 
 
 @dataclass(frozen=True)

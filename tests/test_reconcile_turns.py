@@ -307,8 +307,8 @@ def test_a_ready_resource_with_nothing_in_flight_is_settled_and_resynced_seldom(
         assert not reconciler.settled(model, with_conditions(*conds.values())), in_flight
     assert not reconciler.settled({**model, "autoscaling": {"maxReplicas": 4}},
                                   with_conditions(ready, serving, calm, healthy)), "its cool-downs are time"
-    assert reconciler.resync(config) == 60
-    assert reconciler.resync(config.model_copy(update={"topics_recheck": 3600})) == 150, "before the series go stale"
+    assert reconciler.resync(config) == 150, "within half the time its status series are taken for stale"
+    assert reconciler.resync(config.model_copy(update={"observe_interval": 600})) == 600
 
 
 async def test_a_settled_job_is_polled_outside_the_queue_and_its_key_queued_when_it_answers_otherwise():
