@@ -316,16 +316,20 @@ def build(targets: list[str], base: str | None = None) -> dict[str, Path]:
                     eng.build(stage, ref, build_args, pull)
             build_archive(eng, target, image.ref, build_args, pull, archive)
             built = True
-            # a gigabyte or more each: an image keeps its newest archive only
-            for older in cache().glob(f"{image.name}-{VERSION}-*.oci.tar*"):
-                if not older.name.startswith(archive.name):
-                    older.unlink(missing_ok=True)
+            keep_only(archive, image, VERSION)
         out[target] = archive
         print_sizes(image.ref, archive)
     if built:
         # Each build leaves the one before it untagged: gigabytes a build, kept only by the storage.
         print(f"removed {eng.prune()} images no tag uses any more", file=sys.stderr)
     return out
+
+
+def keep_only(archive: Path, image: Image, version: str) -> None:
+    """A gigabyte or more each: an image of a version keeps its newest archive only."""
+    for older in cache().glob(f"{image.name}-{version}-*.oci.tar*"):
+        if not older.name.startswith(archive.name):
+            older.unlink(missing_ok=True)
 
 
 def build_archive(eng: Buildah | Docker, target: str, ref: str, build_args: dict[str, str], pull: bool,
@@ -509,6 +513,7 @@ def build_release(version: str, base: str | None = None) -> dict[str, Path]:
         archive = archive_path(image, inputs_digest(target, build_args, base_id, tree), version)
         if not archive.is_file():
             build_archive(eng, target, ref, build_args, pull, archive, context=root)
+            keep_only(archive, image, version)
         out[target] = archive
         print_sizes(ref, archive)
     return out

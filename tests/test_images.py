@@ -152,3 +152,16 @@ def test_a_container_left_by_a_killed_run_does_not_stop_the_next_build(built, co
     names = engine("containers", "--format", "{{.ContainerName}}").split()
     assert left not in names
     assert all(c.name in names for c in containers.values()), "a live run's containers were removed"
+
+
+def test_an_image_of_a_version_keeps_its_newest_archive_only(tmp_path, monkeypatch):
+    """A release's images too (`hack/images.py release`): a gigabyte each, an older one is removed."""
+    monkeypatch.setenv("SCORESTREAM_CACHE", str(tmp_path))
+    image = images.IMAGES["runtime"]
+    images.cache().mkdir()
+    kept = [f"{image.name}-0.1.0-new.oci.tar", f"{image.name}-0.1.0-new.oci.tar.unpacked",
+            f"{image.name}-0.2.0-other.oci.tar", f"{images.IMAGES['runtime-pmml'].name}-0.1.0-old.oci.tar"]
+    for name in [*kept, f"{image.name}-0.1.0-old.oci.tar", f"{image.name}-0.1.0-old.oci.tar.unpacked"]:
+        (images.cache() / name).write_text("")
+    images.keep_only(images.cache() / kept[0], image, "0.1.0")
+    assert sorted(p.name for p in images.cache().iterdir()) == sorted(kept)
