@@ -122,7 +122,8 @@ def job(request):
     key = (request.match_info["ns"], request.match_info["name"])
     if key not in jobs:
         jobs[key] = FakeJob()
-        jobs[key].token_source = lambda: control_token(*key)
+        # A blocking read here would hold every double's answers while the API server answers it.
+        jobs[key].token_source = lambda: asyncio.to_thread(control_token, *key)
     return jobs[key]
 
 def route(method):
