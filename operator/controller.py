@@ -22,7 +22,6 @@ from scorestream.operator import observer, reconciler
 from scorestream.operator.cache import Key, owner_key
 from scorestream.operator.jobwatch import JobWatches
 from scorestream.operator.kube import KubeError, path
-from scorestream.operator.status import JobReport
 from scorestream.operator.workqueue import Priority, ShutDown, WorkQueue
 
 LOG = logging.getLogger(__name__)
@@ -70,7 +69,7 @@ class Controller:
     def __init__(self, ctx: reconciler.Context, workers: int, debounce: float = reconciler.DEBOUNCE) -> None:
         self.ctx = ctx
         self.queue: WorkQueue[Key] = WorkQueue()
-        self.jobs: JobWatches[Key] = JobWatches(self._job_report, self.queue.add, ctx.config.observe_interval)
+        self.jobs: JobWatches[Key] = JobWatches(ctx.job_report, self.queue.add, ctx.config.observe_interval)
         self.workers, self.debounce = workers, debounce
         self._tasks: list[asyncio.Task] = []
         self._job_polls: asyncio.Task | None = None
@@ -133,9 +132,6 @@ class Controller:
                     item.setdefault("apiVersion", data.get("apiVersion", api_version))
                     item.setdefault("kind", list_kind)
                     self.ctx.cache.put(item)
-
-    async def _job_report(self, endpoint: str) -> JobReport:
-        return await observer.job_report(endpoint, session=self.ctx.jobs)
 
     # --- the workers ---------------------------------------------------------------------------
 

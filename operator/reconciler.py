@@ -86,6 +86,11 @@ class Context:
             self._jobs = observer.job_session()
         return self._jobs
 
+    async def job_report(self, endpoint: str) -> status.JobReport:
+        """What the job at `endpoint` answers: asked by a reconcile, and by the controller's poll
+        of a settled resource's job (jobwatch.py)."""
+        return await observer.job_report(endpoint, session=self.jobs)
+
     async def close(self) -> None:
         await self.events.close()
         await self.kube.close()
@@ -104,19 +109,27 @@ def next_look(config: OperatorConfig, spec: Body, new: status.Status) -> float:
     it is looked at more often, so the time to ModelReady is bounded by this poll; a shadow, which
     may run for days, at the observer's pace. Not while the driver is on its way: only a running
     driver can confirm, and its pod's events wake the resource when it is up."""
-    model_ready, ready = conditions.find(new.conditions, "ModelReady"), conditions.find(new.conditions, "Ready")
+    ready = conditions.find(new.conditions, "Ready")
     if ready is not None and ready.reason in DRIVER_ON_ITS_WAY:
         return config.observe_interval
-    reason = model_ready.reason if model_ready is not None else None
-    if reason in (Reason.ROLLING_OUT, Reason.CANARY_ANALYSIS) or (reason == Reason.NO_MODEL and spec.get("model")):
+    if _model_awaited(spec, new, MODEL_CONFIRMING):
         return config.rollout_poll
     return config.observe_interval
 
 
 # Ready's reasons while the driver pod is missing or not ready yet (status._job_health).
 DRIVER_ON_ITS_WAY = frozenset({Reason.DRIVER_CREATING, Reason.DRIVER_STARTING})
-# ModelReady's reasons while a model is on its way or on trial: time moves them on.
-MODEL_IN_FLIGHT = frozenset({Reason.ROLLING_OUT, Reason.CANARY_ANALYSIS, Reason.SHADOW_ANALYSIS})
+# ModelReady's reasons while the job is to confirm a model published (looked at every rolloutPoll) ...
+MODEL_CONFIRMING = frozenset({Reason.ROLLING_OUT, Reason.CANARY_ANALYSIS})
+# ... or while a model is on its way or on trial: time moves them on.
+MODEL_IN_FLIGHT = MODEL_CONFIRMING | {Reason.SHADOW_ANALYSIS}
+
+
+def _model_awaited(spec: Body, new: status.Status, reasons: frozenset[Reason]) -> bool:
+    """Whether ModelReady's reason is one of `reasons`, or no model is served yet of the spec's."""
+    model = conditions.find(new.conditions, "ModelReady")
+    reason = model.reason if model is not None else None
+    return reason in reasons or (reason == Reason.NO_MODEL and bool(spec.get("model")))
 
 
 def settled(spec: Body, new: status.Status) -> bool:
@@ -127,11 +140,8 @@ def settled(spec: Body, new: status.Status) -> bool:
         found = conditions.find(new.conditions, ctype)
         return found is not None and found.status == "True"
 
-    model = conditions.find(new.conditions, "ModelReady")
-    reason = model.reason if model is not None else None
-    on_its_way = reason in MODEL_IN_FLIGHT or (reason == Reason.NO_MODEL and bool(spec.get("model")))
-    return holds("Ready") and not holds("Progressing") and not holds("Degraded") and not on_its_way \
-        and not spec.get("autoscaling")
+    return holds("Ready") and not holds("Progressing") and not holds("Degraded") \
+        and not _model_awaited(spec, new, MODEL_IN_FLIGHT) and not spec.get("autoscaling")
 
 
 def resync(config: OperatorConfig) -> float:
@@ -334,7 +344,7 @@ async def _observe(ctx: Context, body: Body, spec: ModelServingSpec, kafka: kafk
     job = status.JobReport()
     if driver.exists or ctx.config.endpoint_template:
         endpoint = observer.endpoint_of(names, ctx.config.endpoint_template)
-        job = await observer.job_report(endpoint, session=ctx.jobs)
+        job = await ctx.job_report(endpoint)
         asked = JobWatch(endpoint, job)
     seen = status.Observation(generation=meta.get("generation", 0), spec=spec, driver=driver, job=job, **topics)
     return seen, models, partitions, run, asked
