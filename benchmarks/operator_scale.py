@@ -182,11 +182,19 @@ class Sampler(threading.Thread):
             self.peak[self.phase] = max(self.peak.get(self.phase, 0.0), rss)
 
 
-def histogram(port: int) -> dict[float, float]:
-    """The operator's reconcile histogram, cumulative counts by upper bound, over all triggers."""
+RECONCILE_SECONDS = "scorestream_operator_reconcile_seconds"
+# The wait of a key queued by a watch event (a tree from before this histogram has none: "-").
+QUEUE_SECONDS, CHANGE = "scorestream_operator_workqueue_queue_duration_seconds", 'priority="change"'
+
+
+def histogram(port: int, name: str = RECONCILE_SECONDS, having: str = "") -> dict[float, float]:
+    """One of the operator's histograms, cumulative counts by upper bound, summed over its series
+    (those whose labels contain `having`)."""
     text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
     out: dict[float, float] = {}
-    for m in re.finditer(r'^scorestream_operator_reconcile_seconds_bucket\{([^}]*)\} (\S+)$', text, re.M):
+    for m in re.finditer(rf'^{name}_bucket\{{([^}}]*)\}} (\S+)$', text, re.M):
+        if having not in m.group(1):
+            continue
         le = re.search(r'le="([^"]+)"', m.group(1)).group(1)
         bound = float("inf") if le == "+Inf" else float(le)
         out[bound] = out.get(bound, 0.0) + float(m.group(2))
@@ -227,6 +235,9 @@ class Phase:
     verbs: dict[str, int] = field(default_factory=dict)
     applies: dict[str, int] = field(default_factory=dict)  # child "kind/namespace/name" -> patches of it
     hist: dict[float, float] = field(default_factory=dict)  # the reconcile histogram at its start
+    queued: dict[float, float] = field(default_factory=dict)  # the changed keys' queue waits at its start
+    queue_p50: float | None = None
+    queue_p99: float | None = None
 
     @property
     def seconds(self) -> float:
@@ -399,10 +410,11 @@ ELECTION = {"namespace": "scorestream-system", **{k: v for k, v in yaml.safe_loa
 
 
 def start_operator(tree: Path, work: Path, installed: Installation, job_url: str, metrics_port: int,
-                   election: bool = False, name: str = "operator", wait: bool = True) -> tuple[subprocess.Popen, Path]:
+                   election: bool = False, name: str = "operator", wait: bool = True,
+                   workers: int | None = None) -> tuple[subprocess.Popen, Path]:
     health = free_port()
     config = {"allNamespaces": True, "endpointTemplate": job_url + "/{namespace}/{name}",
-              "metricsPort": metrics_port, "healthPort": health}
+              "metricsPort": metrics_port, "healthPort": health, **({"workers": workers} if workers else {})}
     if election:
         config["leaderElection"] = ELECTION
     (work / f"{name}.yaml").write_text(yaml.safe_dump(config))
@@ -482,13 +494,15 @@ async def run_tree(label: str, tree: Path, args: argparse.Namespace, namespaces:
                                                     BENCH_KUBE_KEY=str(kube.dir / "admin.key")))
             job_url = doubles.stdout.readline().strip()
             metrics_port = free_port()
-            op, log = start_operator(tree, work, installed, job_url, metrics_port, election=args.failover)
+            op, log = start_operator(tree, work, installed, job_url, metrics_port, election=args.failover,
+                                     workers=args.workers)
             sampler = Sampler(op.pid)
             sampler.start()
 
             def phase(name: str) -> Phase:
                 sampler.phase = name
-                p = Phase(started=time.time(), cpu=cpu_seconds(op.pid), hist=histogram(metrics_port))
+                p = Phase(started=time.time(), cpu=cpu_seconds(op.pid), hist=histogram(metrics_port),
+                          queued=histogram(metrics_port, QUEUE_SECONDS, CHANGE))
                 result.phases[name] = p
                 return p
 
@@ -498,6 +512,8 @@ async def run_tree(label: str, tree: Path, args: argparse.Namespace, namespaces:
                 after = histogram(metrics_port)
                 p.reconciles = int(after.get(float("inf"), 0) - p.hist.get(float("inf"), 0))
                 p.p50, p.p99 = quantile(0.5, p.hist, after), quantile(0.99, p.hist, after)
+                queued = histogram(metrics_port, QUEUE_SECONDS, CHANGE)
+                p.queue_p50, p.queue_p99 = quantile(0.5, p.queued, queued), quantile(0.99, p.queued, queued)
 
             pool = ThreadPoolExecutor(32)
             created = phase("create")
@@ -522,6 +538,7 @@ async def run_tree(label: str, tree: Path, args: argparse.Namespace, namespaces:
             changed.settled = await asyncio.to_thread(settled_at, api)
             if args.failover:
                 follower = start_operator(tree, work, installed, job_url, free_port(), election=True, name="follower",
+                                          workers=args.workers,
                                           wait=False)[0]
                 try:
                     result.failover = await failover(kube, api, installed, op, names[0])
@@ -611,6 +628,7 @@ def rows(r: Result, n: int) -> dict[str, tuple[str, float | None]]:
         "children applied per resource in the change": (f"{sum(ch.applies.values()) / n:.1f}",
                                                          sum(ch.applies.values()) / n),
         "most applies of one child in the change": (f"{max(ch.applies.values(), default=0)}", None),
+        "a changed key's wait in the queue, p50 · p99 (create)": (f"{ms(c.queue_p50)} · {ms(c.queue_p99)}", None),
         "reconcile p50, create": (ms(c.p50), c.p50),
         "reconcile p99, create": (ms(c.p99), c.p99),
         "reconciles per resource a minute at rest": (f"{rest.reconciles * 60 / rest.seconds / n:.2f}",
@@ -712,5 +730,7 @@ if __name__ == "__main__":
                         help="the operators elect a leader (ELECTION); after the change, kill -9 the leader beside a "
                              "follower and measure the takeover")
     parser.add_argument("--settle", type=float, default=20.0, help="seconds after all are Ready before the rest window")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="the operators' reconciles at once (operator.workers; default: the setting's own)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for all Ready, each time")
     asyncio.run(main(parser.parse_args()))

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from scorestream import naming
-from scorestream.operator import observer, reconciler
+from scorestream.operator import metrics, observer, reconciler
 from scorestream.operator.cache import Key, owner_key
 from scorestream.operator.jobwatch import JobWatches
 from scorestream.operator.kube import KubeError, path
@@ -65,10 +65,15 @@ def child_changed(held: Body | None, new: Body) -> bool:
     return held is None or _content(held) != _content(new)
 
 
+def _waited(priority: Priority, seconds: float) -> None:
+    metrics.QUEUE_SECONDS.labels(priority.name.lower()).observe(seconds)
+
+
 class Controller:
     def __init__(self, ctx: reconciler.Context, workers: int, debounce: float = reconciler.DEBOUNCE) -> None:
         self.ctx = ctx
-        self.queue: WorkQueue[Key] = WorkQueue()
+        self.queue: WorkQueue[Key] = WorkQueue(on_wait=_waited)
+        metrics.QUEUE_DEPTH.set_function(lambda: len(self.queue))
         self.jobs: JobWatches[Key] = JobWatches(ctx.job_report, self.queue.add, ctx.config.observe_interval)
         self.workers, self.debounce = workers, debounce
         self._tasks: list[asyncio.Task] = []

@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Any, Callable, get_args
 
-from prometheus_client import REGISTRY, Counter, Histogram, disable_created_metrics
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -28,6 +28,10 @@ ROLLOUT_STEPS = Counter(m.ROLLOUT_STEPS.name.removesuffix("_total"), "Model mess
 # The settled resources' jobs polled outside the queue (jobwatch.py): answer "same", or "changed"
 # (the resource queued).
 JOB_POLLS = Counter(m.JOB_POLLS.name.removesuffix("_total"), "Polls of settled resources' jobs", ["answer"])
+QUEUE_DEPTH = Gauge(m.QUEUE_DEPTH.name, "Keys waiting in the work queue")
+# priority: change (a watch event) or poll (time); up to minutes, where a thousand resources are made at once.
+QUEUE_SECONDS = Histogram(m.QUEUE_SECONDS.name, "How long a key waited in the work queue before a worker took it",
+                          ["priority"], buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300))
 PHASES: tuple[str, ...] = get_args(s.Phase)
 
 

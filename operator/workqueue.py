@@ -21,8 +21,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import enum
+import time
 from dataclasses import dataclass
-from typing import Generic, Hashable, TypeVar
+from typing import Callable, Generic, Hashable, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 
@@ -50,18 +51,23 @@ class ShutDown(Exception):
 
 
 class WorkQueue(Generic[K]):
-    def __init__(self, backoff: Backoff = Backoff()) -> None:
+    """`on_wait(priority, seconds)`: told, as a worker takes a key, how long it waited since it was
+    queued (client-go's workqueue_queue_duration_seconds)."""
+
+    def __init__(self, backoff: Backoff = Backoff(),
+                 on_wait: Callable[[Priority, float], None] | None = None) -> None:
         # One deque per priority; a key promoted to a higher one leaves a stale entry behind in
         # the lower, skipped when reached (`_waiting` says where a key counts).
         self._order: tuple[collections.deque[K], ...] = tuple(collections.deque() for _ in Priority)
         self._waiting: dict[K, Priority] = {}
+        self._since: dict[K, float] = {}  # when a waiting key was queued (a promotion keeps it)
         self._processing: set[K] = set()
         self._dirty: dict[K, Priority] = {}  # added while processing: queued again at done()
         self._timers: dict[K, _Timer] = {}
         self._failures: collections.Counter[K] = collections.Counter()
         self._ready = asyncio.Event()  # set while a key may be waiting (or the queue is shut down)
         self._closed = False
-        self.backoff = backoff
+        self.backoff, self.on_wait = backoff, on_wait
 
     def __len__(self) -> int:
         return len(self._waiting)
@@ -79,6 +85,7 @@ class WorkQueue(Generic[K]):
             return
         if key in self._waiting and self._waiting[key] <= priority:
             return
+        self._since.setdefault(key, time.monotonic())
         self._waiting[key] = priority
         self._order[priority].append(key)
         self._ready.set()
@@ -128,7 +135,10 @@ class WorkQueue(Generic[K]):
             self._ready.clear()
             await self._ready.wait()
         key = self._next()
-        del self._waiting[key]
+        priority = self._waiting.pop(key)
+        since = self._since.pop(key)
+        if self.on_wait is not None:
+            self.on_wait(priority, time.monotonic() - since)
         self._processing.add(key)
         # A wake-up still pending is for something that happened before this turn, which sees it;
         # the turn asks for its own next one (add_after, retry or drop) when it is done.

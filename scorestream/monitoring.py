@@ -82,6 +82,9 @@ RECONCILES = Family("scorestream_operator_reconciles_total", "counter", "operato
 RECONCILE_SECONDS = Family("scorestream_operator_reconcile_seconds", "histogram", "operator", ("trigger",))
 ROLLOUT_STEPS = Family("scorestream_operator_rollout_steps_total", "counter", "operator", ("step",))
 JOB_POLLS = Family("scorestream_operator_job_polls_total", "counter", "operator", ("answer",))
+# client-go's workqueue metrics, named as the operator's: keys waiting, and how long each waited.
+QUEUE_DEPTH = Family("scorestream_operator_workqueue_depth", "gauge", "operator")
+QUEUE_SECONDS = Family("scorestream_operator_workqueue_queue_duration_seconds", "histogram", "operator", ("priority",))
 
 FAMILIES: tuple[Family, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Family))
 

@@ -59,14 +59,20 @@ async def test_a_requeue_keeps_the_earliest_wake_up():
 
 
 async def test_a_changed_key_goes_before_the_polls_queued_ahead_of_it():
-    q: WorkQueue[str] = WorkQueue()
+    waited: list[tuple[str, float]] = []
+    q: WorkQueue[str] = WorkQueue(on_wait=lambda p, s: waited.append((p.name, s)))
     for name in ("p1", "p2", "p3"):
         q.add(name, Priority.POLL)
+    await asyncio.sleep(0.05)
     q.add("changed")
     q.add("p2")  # a change to a key waiting for its poll promotes it, once
     q.add("p1", Priority.POLL)  # a poll of a key waiting for a poll: still one entry
     assert len(q) == 4
     assert [await q.get() for _ in range(4)] == ["changed", "p2", "p1", "p3"]
+    # Each key's wait is told as it is taken, at the priority it was taken at, from when it was
+    # first queued (a promotion keeps that time).
+    assert [p for p, _ in waited] == ["CHANGE", "CHANGE", "POLL", "POLL"]
+    assert waited[0][1] < 0.05 <= min(s for _, s in waited[1:])
     assert len(q) == 0
     for name in ("p1", "p2", "p3", "changed"):
         q.done(name)
