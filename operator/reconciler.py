@@ -9,9 +9,11 @@ desired.py, status.py, rollout.py, scaling.py and upgrade.py; this module observ
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
+import math
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -103,13 +105,25 @@ def _uid(meta: Body) -> str:
     return meta.get("uid") or f"{meta['namespace']}/{meta['name']}"
 
 
-def next_look(config: OperatorConfig, spec: Body, new: status.Status) -> float:
+def next_look(config: OperatorConfig, spec: Body, new: status.Status, driver_ready: bool = True,
+              now: float | None = None) -> float:
     """Seconds until the resource is looked at again with nothing having changed: the job's poll
     (HTTP to the driver, not the API server). While a rollout waits for the job's confirmation,
     it is looked at more often, so the time to ModelReady is bounded by this poll; a shadow, which
     may run for days, at the observer's pace. Not while the driver is on its way: only a running
-    driver can confirm, and its pod's events wake the resource when it is up."""
+    driver can confirm, and its pod's events wake the resource when it is up.
+
+    While the driver pod is not ready (`driver_ready`: as the watch cache holds it now) and the
+    resource waits for it, nothing is polled: the pod's events wake the resource (made, ready,
+    restarted; its readiness is the job's /readyz), and time only ends an upgrade (upgradeTimeout)
+    or renews the status (the resync). A thousand resources made at once were otherwise each
+    reconciled every observeInterval while their pods were being made, ahead of the pods that
+    had become ready."""
     ready = conditions.find(new.conditions, "Ready")
+    if ready is not None and ready.status != "True" and ready.reason in WAITING_FOR_THE_DRIVER and not driver_ready:
+        left = upgrade.time_left(spec.get("upgradeTimeout") or DEFAULT_UPGRADE_TIMEOUT, new,
+                                 time.time() if now is None else now)
+        return max(config.observe_interval, min(resync(config), math.inf if left is None else left))
     if ready is not None and ready.reason in DRIVER_ON_ITS_WAY:
         return config.observe_interval
     if _model_awaited(spec, new, MODEL_CONFIRMING):
@@ -119,6 +133,9 @@ def next_look(config: OperatorConfig, spec: Body, new: status.Status) -> float:
 
 # Ready's reasons while the driver pod is missing or not ready yet (status._job_health).
 DRIVER_ON_ITS_WAY = frozenset({Reason.DRIVER_CREATING, Reason.DRIVER_STARTING})
+# ... or while its job answers that it is not ready yet.
+WAITING_FOR_THE_DRIVER = DRIVER_ON_ITS_WAY | {Reason.JOB_NOT_READY}
+DEFAULT_UPGRADE_TIMEOUT = s.ModelServingSpec.model_fields["upgrade_timeout"].default
 # ModelReady's reasons while the job is to confirm a model published (looked at every rolloutPoll) ...
 MODEL_CONFIRMING = frozenset({Reason.ROLLING_OUT, Reason.CANARY_ANALYSIS})
 # ... or while a model is on its way or on trial: time moves them on.
@@ -196,7 +213,9 @@ async def reconcile(ctx: Context, key: Key) -> Next | None:
         spec = body.get("spec") or {}
         if job is not None and settled(spec, new):
             return Next(resync(ctx.config), job)
-        return Next(next_look(ctx.config, spec, new))
+        names = naming.Names(key.name, key.namespace)
+        driver = observer.driver_state(ctx.cache.get("v1", "Pod", names.namespace, names.driver_pod))
+        return Next(next_look(ctx.config, spec, new, driver_ready=driver.ready))
     finally:
         if not _held(ctx, key, uid):
             # Deleted while this turn awaited the API server: its DELETED event forgot the resource
@@ -386,23 +405,47 @@ async def _apply(ctx: Context, body: Body, objects: list[Body]) -> None:
     stale = [obj for obj in objects if not _current(ctx.cache, obj)]
     if not stale:
         return
+    # Each group's requests at once, the groups in turn: a create's eight requests cost two round
+    # trips, not eight (on a busy API server, the difference between seconds and tenths of one).
+    # The control Secret (made once, never rendered: it is random) and the objects the driver's pods
+    # need are there before its StatefulSet; a RoleBinding only after its Role (the API server checks
+    # a binding against the rules of the Role it names).
+    first = [obj for obj in stale if obj["kind"] not in LAST]
+    await _together([_ensure_secret(ctx, body), *(_apply_one(ctx, body, obj) for obj in first)])
+    await _together([_apply_one(ctx, body, obj) for obj in stale if obj["kind"] in LAST])
+
+
+# Applied once the rest are: what the driver pod mounts and runs as exists when its StatefulSet does.
+LAST = frozenset({"StatefulSet", "RoleBinding"})
+
+
+async def _together(calls: list) -> None:
+    """Await all of `calls` at once; the first failure is raised once every call has ended (the
+    others' writes are in the cache: the next turn does not repeat them)."""
+    failures = [r for r in await asyncio.gather(*calls, return_exceptions=True) if isinstance(r, BaseException)]
+    if failures:
+        raise failures[0]
+
+
+async def _ensure_secret(ctx: Context, body: Body) -> None:
     meta = body["metadata"]
-    # Before the driver that mounts it; made once, never rendered (it is random).
     if await control.ensure_secret(ctx.kube, meta):
         LOG.info("created Secret %s/%s (the job's control token)", meta["namespace"],
                  naming.Names(meta["name"], meta["namespace"]).control_secret)
-    for obj in stale:
-        held = ctx.cache.get(obj["apiVersion"], obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
-        fixed = desired.immutable_changes(held, obj) if held is not None else []
-        if fixed:
-            await _make_anew(ctx, body, held, obj, fixed)
-            continue
-        result, written = await ctx.kube.apply(obj, current=held)
-        ctx.cache.put(written)
-        if result == "created":
-            LOG.info("created %s", observer.summary(obj))
-        elif result == "patched" and _drifted(ctx, body, held):
-            ctx.events.warn(body, "DriftRepaired", f"{observer.summary(obj)} was changed; restored")
+
+
+async def _apply_one(ctx: Context, body: Body, obj: Body) -> None:
+    held = ctx.cache.get(obj["apiVersion"], obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
+    fixed = desired.immutable_changes(held, obj) if held is not None else []
+    if fixed:
+        await _make_anew(ctx, body, held, obj, fixed)
+        return
+    result, written = await ctx.kube.apply(obj, current=held)
+    ctx.cache.put(written)
+    if result == "created":
+        LOG.info("created %s", observer.summary(obj))
+    elif result == "patched" and _drifted(ctx, body, held):
+        ctx.events.warn(body, "DriftRepaired", f"{observer.summary(obj)} was changed; restored")
 
 
 async def _make_anew(ctx: Context, body: Body, held: Body, wanted: Body, fixed: list[str]) -> None:

@@ -94,3 +94,12 @@ def assess(submitted: Submitted, previous: s.ModelServingStatus, running: Runnin
             f"running the last stable spec (generation {stable.generation}) until the spec changes")})
         return Assessment(stable.spec, stable, failed, ("UpgradeRolledBack", failed.message))
     return Assessment(None, stable, upgrade, None)
+
+
+def time_left(upgrade_timeout: str, status: s.ModelServingStatus, now: float) -> float | None:
+    """Seconds until the upgrade in flight is past its upgradeTimeout (assess then fails it), or
+    None where none is in flight."""
+    upgrade = status.upgrade
+    if upgrade is None or upgrade.phase != "Upgrading":
+        return None
+    return clock.seconds(upgrade.started_at) + duration_seconds(upgrade_timeout) - now

@@ -289,6 +289,18 @@ def test_the_next_look_is_the_rollout_poll_while_a_rollout_waits_else_the_observ
     starting.conditions.append(s.Condition(type="Ready", status="False", reason=Reason.DRIVER_STARTING,
                                            lastTransitionTime="2026-01-01T00:00:00Z"))
     assert reconciler.next_look(config, {"model": {"name": "m"}}, starting) == 10
+    # ... and while its pod is not ready, the pod's events are what wakes it: the resync, or the
+    # end of an upgrade's upgradeTimeout where that comes first.
+    assert reconciler.next_look(config, {"model": {"name": "m"}}, starting, driver_ready=False) == 150
+    upgrading = starting.model_copy(update={"upgrade": s.UpgradeStatus(
+        generation=2, phase="Upgrading", startedAt="2026-01-01T00:00:00Z")})
+    t0 = 1767225600.0  # 2026-01-01T00:00:00Z
+    assert reconciler.next_look(config, {"upgradeTimeout": "2m"}, upgrading, driver_ready=False, now=t0 + 60) == 60
+    assert reconciler.next_look(config, {}, upgrading, driver_ready=False, now=t0 + 590) == 10
+    ready = with_model_ready(Reason.SERVING)
+    ready.conditions.append(s.Condition(type="Ready", status="True", reason=Reason.SERVING,
+                                        lastTransitionTime="2026-01-01T00:00:00Z"))
+    assert reconciler.next_look(config, {}, ready, driver_ready=False) == 10
 
 
 def test_a_ready_resource_with_nothing_in_flight_is_settled_and_resynced_seldom():
@@ -443,3 +455,53 @@ async def test_a_resource_deleted_during_its_reconcile_leaves_nothing_behind(mon
     assert ctl.ctx.cache.resource(Key("ml", "a")) is None and ctl.ctx.rendered == {}
     assert not [x for family in metrics.STATUS.collect() for x in family.samples
                 if (x.labels["namespace"], x.labels["name"]) == ("ml", "a")]
+
+
+async def test_a_creates_children_are_applied_in_two_rounds_the_statefulset_after_what_its_pods_need():
+    """Eight requests one after another made a create's reconcile cost eight round trips (seconds
+    each on a busy API server, where a thousand are made at once): the children go at once, then
+    the RoleBinding (checked against its Role) and the StatefulSet (whose pods mount and run as the
+    rest). A failure is raised after the others have ended, their writes kept."""
+    from scorestream.operator.kube import KubeError
+
+    class Kube:
+        def __init__(self, failing: str | None = None):
+            self.log: list[tuple[str, str]] = []
+            self.failing = failing
+
+        async def _call(self, kind: str) -> None:
+            self.log.append(("start", kind))
+            await asyncio.sleep(0.02)
+            self.log.append(("end", kind))
+            if kind == self.failing:
+                raise KubeError(500, "refused")
+
+        async def create(self, obj):
+            await self._call(obj["kind"])
+            return True
+
+        async def apply(self, obj, current=None):
+            await self._call(obj["kind"])
+            return "created", {**obj, "metadata": {**obj["metadata"], "resourceVersion": "1"}}
+
+    def child(api_version: str, kind: str) -> dict:
+        return {"apiVersion": api_version, "kind": kind, "metadata": {"name": "a-x", "namespace": "ml"}}
+
+    body = resource("a")
+    children = [child("v1", "ConfigMap"), child("v1", "ServiceAccount"), child("rbac.authorization.k8s.io/v1", "Role"),
+                child("rbac.authorization.k8s.io/v1", "RoleBinding"), child("v1", "Service"),
+                child("networking.k8s.io/v1", "NetworkPolicy"), child("apps/v1", "StatefulSet")]
+    ctx = reconciler.Context(kube=Kube(), config=OperatorConfig(allNamespaces=True))
+    await reconciler._apply(ctx, body, children)
+    log = ctx.kube.log
+    first = {"Secret", "ConfigMap", "ServiceAccount", "Role", "Service", "NetworkPolicy"}
+    assert {k for _, k in log[:6]} == first and all(e == "start" for e, _ in log[:6])  # at once
+    last_of_first = max(i for i, (e, k) in enumerate(log) if e == "end" and k in first)
+    assert min(i for i, (e, k) in enumerate(log) if e == "start" and k in reconciler.LAST) > last_of_first
+    assert all(ctx.cache.get(c["apiVersion"], c["kind"], "ml", "a-x") for c in children)
+
+    ctx = reconciler.Context(kube=Kube(failing="Role"), config=OperatorConfig(allNamespaces=True))
+    with pytest.raises(KubeError):
+        await reconciler._apply(ctx, body, children)
+    assert ("start", "StatefulSet") not in ctx.kube.log
+    assert ctx.cache.get("v1", "ConfigMap", "ml", "a-x") is not None  # kept: not applied again next turn
