@@ -261,6 +261,7 @@ class Result:
     refused_scales: int = 0
     failover: Failover | None = None
     behind_driver: list[float] = field(default_factory=list)  # ready_after_driver, after create
+    pod_after_set: list[float] = field(default_factory=list)  # driver_after_statefulset, after create
 
 
 def spec_for(ns: str, name: str, broker: str) -> dict:
@@ -365,6 +366,24 @@ def ready_after_driver(api: Api) -> list[float]:
         at = pods.get((ms["metadata"]["namespace"], ms["metadata"]["name"]))
         ready = next((c for c in (ms.get("status") or {}).get("conditions", []) if c["type"] == "Ready"), None)
         if at is not None and ready and ready["status"] == "True":
+            gaps.append(max(0.0, _when(ready["lastTransitionTime"]) - at))
+    return sorted(gaps)
+
+
+def driver_after_statefulset(api: Api) -> list[float]:
+    """For each resource, the seconds from its driver's StatefulSet being made (by the operator) to
+    its driver pod turning Ready (whole seconds): the cluster's share of the time to Ready (the
+    StatefulSet controller, the volume claims, the scheduler, kwok), the operator's aside."""
+    made = {(x["metadata"]["namespace"], x["metadata"]["name"]): _when(x["metadata"]["creationTimestamp"])
+            for x in api.request("GET", "/apis/apps/v1/statefulsets?labelSelector=app.kubernetes.io/managed-by"
+                                        "=scorestream-operator")["items"]}
+    gaps = []
+    for pod in api.request("GET", "/api/v1/pods?labelSelector=app.kubernetes.io/component=driver")["items"]:
+        ready = next((c for c in pod["status"].get("conditions", []) if c["type"] == "Ready" and c["status"] == "True"),
+                     None)
+        owner = next((o["name"] for o in pod["metadata"].get("ownerReferences", []) if o["kind"] == "StatefulSet"), None)
+        at = made.get((pod["metadata"]["namespace"], owner))
+        if ready and at is not None:
             gaps.append(max(0.0, _when(ready["lastTransitionTime"]) - at))
     return sorted(gaps)
 
@@ -523,6 +542,7 @@ async def run_tree(label: str, tree: Path, args: argparse.Namespace, namespaces:
             end(created)
             created.settled = await asyncio.to_thread(settled_at, api)
             result.behind_driver = await asyncio.to_thread(ready_after_driver, api)
+            result.pod_after_set = await asyncio.to_thread(driver_after_statefulset, api)
 
             await asyncio.sleep(args.settle)
             rest = phase("rest")
@@ -622,6 +642,7 @@ def rows(r: Result, n: int) -> dict[str, tuple[str, float | None]]:
         "time until all Ready after the change (conditions)": (f"{ch.settled - ch.started:.0f} s",
                                                               ch.settled - ch.started),
         "Ready after its driver pod was, p50 · p99 · max (create)": (spread(r.behind_driver), None),
+        "driver pod Ready after its StatefulSet was made, p50 · p99 · max (create)": (spread(r.pod_after_set), None),
         "... as the 1 s listing saw it, create · change": (f"{c.seconds:.1f} s · {ch.seconds:.1f} s", None),
         "reconciles, create · change": (f"{c.reconciles} · {ch.reconciles}", None),
         "reconciles per resource to create": (f"{c.reconciles / n:.1f}", c.reconciles / n),
