@@ -58,13 +58,20 @@ async def test_a_burst_scales_the_job_up_and_the_quiet_after_it_down(api, broker
         try:
             await until(lambda: job.get("/stats")["totals"]["executorsUsedLastBatch"] == 2, timeout=120,
                         what="a batch written by both executors")
+        except AssertionError as e:
+            raise AssertionError(f"{e}: status.autoscaling {autoscaling(api)}, the job's /executors "
+                                 f"{job.get('/executors')}, totals {job.get('/stats')['totals']}") from None
         finally:
             n += stream.stop()
         assert stream.error is None
         both = time.monotonic() - t0
         await asyncio.to_thread(job.wait_records, n, 240)
         drained = time.monotonic() - t0
-        await until(lambda: job.get("/executors")["running"] == 1, timeout=120, what="back to one executor")
+        try:
+            await until(lambda: job.get("/executors")["running"] == 1, timeout=120, what="back to one executor")
+        except AssertionError as e:  # what the operator last decided, and what the job says it runs
+            raise AssertionError(f"{e}: status.autoscaling {autoscaling(api)}, the job's /executors "
+                                 f"{job.get('/executors')}, totals {job.get('/stats')['totals']}") from None
         scaled_down = time.monotonic() - t0
         await until(lambda: autoscaling(api).get("replicas") == 1, timeout=30, what="status.autoscaling.replicas 1")
         assert job.get("/stats")["totals"]["queryId"] == query, "the streaming query was not restarted"
