@@ -121,7 +121,7 @@ def next_look(config: OperatorConfig, spec: Body, new: status.Status, driver_rea
     had become ready."""
     ready = conditions.find(new.conditions, "Ready")
     if ready is not None and ready.status != "True" and ready.reason in WAITING_FOR_THE_DRIVER and not driver_ready:
-        left = upgrade.time_left(spec.get("upgradeTimeout") or DEFAULT_UPGRADE_TIMEOUT, new,
+        left = upgrade.time_left(spec.get("upgradeTimeout") or DEFAULT_UPGRADE_TIMEOUT, new.upgrade,
                                  time.time() if now is None else now)
         return max(config.observe_interval, min(resync(config), math.inf if left is None else left))
     if ready is not None and ready.reason in DRIVER_ON_ITS_WAY:

@@ -88,7 +88,7 @@ def assess(submitted: Submitted, previous: s.ModelServingStatus, running: Runnin
         return Assessment(None, stable, upgrade, None)
     if upgrade.phase == "Failed":
         return Assessment(stable.spec, stable, upgrade, None)
-    if now - clock.seconds(upgrade.started_at) > duration_seconds(spec.upgrade_timeout):
+    if time_left(spec.upgrade_timeout, upgrade, now) < 0:
         failed = upgrade.model_copy(update={"phase": "Failed", "message": (
             f"generation {generation} was not ready within upgradeTimeout {spec.upgrade_timeout}: "
             f"running the last stable spec (generation {stable.generation}) until the spec changes")})
@@ -96,10 +96,9 @@ def assess(submitted: Submitted, previous: s.ModelServingStatus, running: Runnin
     return Assessment(None, stable, upgrade, None)
 
 
-def time_left(upgrade_timeout: str, status: s.ModelServingStatus, now: float) -> float | None:
+def time_left(upgrade_timeout: str, upgrade: s.UpgradeStatus | None, now: float) -> float | None:
     """Seconds until the upgrade in flight is past its upgradeTimeout (assess then fails it), or
     None where none is in flight."""
-    upgrade = status.upgrade
     if upgrade is None or upgrade.phase != "Upgrading":
         return None
     return clock.seconds(upgrade.started_at) + duration_seconds(upgrade_timeout) - now
