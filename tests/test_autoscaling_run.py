@@ -23,6 +23,13 @@ def autoscaling(api):
     return ((obj(api, MS, "wine") or {}).get("status") or {}).get("autoscaling") or {}
 
 
+def held(api, job) -> str:
+    """What the operator last decided and what the job says it runs: where a wait timed out, which
+    of the two held it."""
+    return (f"status.autoscaling {autoscaling(api)}, the job's /executors {job.get('/executors')}, "
+            f"totals {job.get('/stats')['totals']}")
+
+
 @pytest.mark.timeout(600)
 async def test_a_burst_scales_the_job_up_and_the_quiet_after_it_down(api, broker, serving, cluster, tmp_path):
     s = serving(partitions=2)
@@ -59,8 +66,7 @@ async def test_a_burst_scales_the_job_up_and_the_quiet_after_it_down(api, broker
             await until(lambda: job.get("/stats")["totals"]["executorsUsedLastBatch"] == 2, timeout=120,
                         what="a batch written by both executors")
         except AssertionError as e:
-            raise AssertionError(f"{e}: status.autoscaling {autoscaling(api)}, the job's /executors "
-                                 f"{job.get('/executors')}, totals {job.get('/stats')['totals']}") from None
+            raise AssertionError(f"{e}: {held(api, job)}") from None
         finally:
             n += stream.stop()
         assert stream.error is None
@@ -69,9 +75,8 @@ async def test_a_burst_scales_the_job_up_and_the_quiet_after_it_down(api, broker
         drained = time.monotonic() - t0
         try:
             await until(lambda: job.get("/executors")["running"] == 1, timeout=120, what="back to one executor")
-        except AssertionError as e:  # what the operator last decided, and what the job says it runs
-            raise AssertionError(f"{e}: status.autoscaling {autoscaling(api)}, the job's /executors "
-                                 f"{job.get('/executors')}, totals {job.get('/stats')['totals']}") from None
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {held(api, job)}") from None
         scaled_down = time.monotonic() - t0
         await until(lambda: autoscaling(api).get("replicas") == 1, timeout=30, what="status.autoscaling.replicas 1")
         assert job.get("/stats")["totals"]["queryId"] == query, "the streaming query was not restarted"
