@@ -187,10 +187,14 @@ RECONCILE_SECONDS = "scorestream_operator_reconcile_seconds"
 QUEUE_SECONDS, CHANGE = "scorestream_operator_workqueue_queue_duration_seconds", 'priority="change"'
 
 
-def histogram(port: int, name: str = RECONCILE_SECONDS, having: str = "") -> dict[float, float]:
-    """One of the operator's histograms, cumulative counts by upper bound, summed over its series
-    (those whose labels contain `having`)."""
-    text = requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+def metrics_text(port: int) -> str:
+    """The operator's /metrics, read once for every figure of a snapshot."""
+    return requests.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+
+
+def histogram(text: str, name: str = RECONCILE_SECONDS, having: str = "") -> dict[float, float]:
+    """One of the operator's histograms in its /metrics `text`, cumulative counts by upper bound,
+    summed over its series (those whose labels contain `having`)."""
     out: dict[float, float] = {}
     for m in re.finditer(rf'^{name}_bucket\{{([^}}]*)\}} (\S+)$', text, re.M):
         if having not in m.group(1):
@@ -350,42 +354,53 @@ def _when(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def ready_after_driver(api: Api) -> list[float]:
+def _ready_since(conditions: list[dict]) -> float | None:
+    """When a Ready condition that holds turned True (None: not Ready)."""
+    ready = next((c for c in conditions if c["type"] == "Ready" and c["status"] == "True"), None)
+    return _when(ready["lastTransitionTime"]) if ready else None
+
+
+@dataclass(frozen=True)
+class DriverPod:
+    ready_at: float  # when it turned Ready
+    statefulset: str | None  # the StatefulSet that made it
+
+
+def ready_driver_pods(api: Api) -> dict[tuple[str, str], DriverPod]:
+    """The driver pods that are Ready, by their resource's namespace and name."""
+    pods = {}
+    for pod in api.request("GET", "/api/v1/pods?labelSelector=app.kubernetes.io/component=driver")["items"]:
+        at = _ready_since(pod["status"].get("conditions", []))
+        owner = (pod["metadata"].get("labels") or {}).get("scorestream.dev/modelserving")
+        if at is not None and owner:
+            made_by = next((o["name"] for o in pod["metadata"].get("ownerReferences", []) if o["kind"] == "StatefulSet"),
+                           None)
+            pods[(pod["metadata"]["namespace"], owner)] = DriverPod(at, made_by)
+    return pods
+
+
+def ready_after_driver(api: Api, pods: dict[tuple[str, str], DriverPod]) -> list[float]:
     """For each resource, the seconds from its driver pod turning Ready to the resource turning
     Ready (whole seconds, by both conditions): the operator's share of the time to Ready, the
     cluster's (StatefulSet controller, scheduler, kubelet) aside."""
-    pods = {}
-    for pod in api.request("GET", "/api/v1/pods?labelSelector=app.kubernetes.io/component=driver")["items"]:
-        ready = next((c for c in pod["status"].get("conditions", []) if c["type"] == "Ready" and c["status"] == "True"),
-                     None)
-        owner = (pod["metadata"].get("labels") or {}).get("scorestream.dev/modelserving")
-        if ready and owner:
-            pods[(pod["metadata"]["namespace"], owner)] = _when(ready["lastTransitionTime"])
     gaps = []
     for ms in api.request("GET", f"/apis/{MS}")["items"]:
-        at = pods.get((ms["metadata"]["namespace"], ms["metadata"]["name"]))
-        ready = next((c for c in (ms.get("status") or {}).get("conditions", []) if c["type"] == "Ready"), None)
-        if at is not None and ready and ready["status"] == "True":
-            gaps.append(max(0.0, _when(ready["lastTransitionTime"]) - at))
+        pod = pods.get((ms["metadata"]["namespace"], ms["metadata"]["name"]))
+        at = _ready_since((ms.get("status") or {}).get("conditions", []))
+        if pod is not None and at is not None:
+            gaps.append(max(0.0, at - pod.ready_at))
     return sorted(gaps)
 
 
-def driver_after_statefulset(api: Api) -> list[float]:
+def driver_after_statefulset(api: Api, pods: dict[tuple[str, str], DriverPod]) -> list[float]:
     """For each resource, the seconds from its driver's StatefulSet being made (by the operator) to
     its driver pod turning Ready (whole seconds): the cluster's share of the time to Ready (the
     StatefulSet controller, the volume claims, the scheduler, kwok), the operator's aside."""
     made = {(x["metadata"]["namespace"], x["metadata"]["name"]): _when(x["metadata"]["creationTimestamp"])
             for x in api.request("GET", "/apis/apps/v1/statefulsets?labelSelector=app.kubernetes.io/managed-by"
                                         "=scorestream-operator")["items"]}
-    gaps = []
-    for pod in api.request("GET", "/api/v1/pods?labelSelector=app.kubernetes.io/component=driver")["items"]:
-        ready = next((c for c in pod["status"].get("conditions", []) if c["type"] == "Ready" and c["status"] == "True"),
-                     None)
-        owner = next((o["name"] for o in pod["metadata"].get("ownerReferences", []) if o["kind"] == "StatefulSet"), None)
-        at = made.get((pod["metadata"]["namespace"], owner))
-        if ready and at is not None:
-            gaps.append(max(0.0, _when(ready["lastTransitionTime"]) - at))
-    return sorted(gaps)
+    return sorted(max(0.0, pod.ready_at - made[(ns, pod.statefulset)])
+                  for (ns, _), pod in pods.items() if (ns, pod.statefulset) in made)
 
 
 async def wait_settled(api: Api, want: int, changed: bool, timeout: float, what: str) -> None:
@@ -520,18 +535,20 @@ async def run_tree(label: str, tree: Path, args: argparse.Namespace, namespaces:
 
             def phase(name: str) -> Phase:
                 sampler.phase = name
-                p = Phase(started=time.time(), cpu=cpu_seconds(op.pid), hist=histogram(metrics_port),
-                          queued=histogram(metrics_port, QUEUE_SECONDS, CHANGE))
+                text = metrics_text(metrics_port)
+                p = Phase(started=time.time(), cpu=cpu_seconds(op.pid), hist=histogram(text),
+                          queued=histogram(text, QUEUE_SECONDS, CHANGE))
                 result.phases[name] = p
                 return p
 
             def end(p: Phase) -> None:
                 p.ended = time.time()
                 p.cpu = cpu_seconds(op.pid) - p.cpu
-                after = histogram(metrics_port)
+                text = metrics_text(metrics_port)
+                after = histogram(text)
                 p.reconciles = int(after.get(float("inf"), 0) - p.hist.get(float("inf"), 0))
                 p.p50, p.p99 = quantile(0.5, p.hist, after), quantile(0.99, p.hist, after)
-                queued = histogram(metrics_port, QUEUE_SECONDS, CHANGE)
+                queued = histogram(text, QUEUE_SECONDS, CHANGE)
                 p.queue_p50, p.queue_p99 = quantile(0.5, p.queued, queued), quantile(0.99, p.queued, queued)
 
             pool = ThreadPoolExecutor(32)
@@ -541,8 +558,9 @@ async def run_tree(label: str, tree: Path, args: argparse.Namespace, namespaces:
             await wait_settled(api, want, False, args.timeout, "Ready after create")
             end(created)
             created.settled = await asyncio.to_thread(settled_at, api)
-            result.behind_driver = await asyncio.to_thread(ready_after_driver, api)
-            result.pod_after_set = await asyncio.to_thread(driver_after_statefulset, api)
+            pods = await asyncio.to_thread(ready_driver_pods, api)
+            result.behind_driver = await asyncio.to_thread(ready_after_driver, api, pods)
+            result.pod_after_set = await asyncio.to_thread(driver_after_statefulset, api, pods)
 
             await asyncio.sleep(args.settle)
             rest = phase("rest")
