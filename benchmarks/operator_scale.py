@@ -509,7 +509,6 @@ async def run_tree(label: str, tree: Path, args: argparse.Namespace, namespaces:
     want = len(names)
     doubles = op = None
     with ControlPlane() as kube, EmbeddedBroker(log=work / "kafka.log") as broker:
-        orphans.mark_folder(broker.data_dir)
         try:
             tool("helm", kube, "install", "scorestream", str(tree / "charts" / "scorestream"), "-n",
                  "scorestream-system", "--create-namespace", "--wait", "--timeout", "5m",

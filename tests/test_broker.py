@@ -13,7 +13,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 
 from scorestream.tools.demo import feed
 from scorestream.tools.local.broker import EmbeddedBroker, create_topics
-from harness import junit
+from harness import junit, orphans
 
 pytestmark = pytest.mark.broker
 
@@ -100,11 +100,14 @@ def test_a_compacted_topic_keeps_the_latest_per_key(broker):
     assert {k: v for k, v in latest.items() if k != b"roll"} == {b"k%d" % k: b"v2" for k in range(5)}
 
 
-def test_stop_leaves_no_process_and_no_data(tmp_path):
+def test_stop_leaves_no_process_and_no_data_and_a_killed_runs_folder_is_its_owners(tmp_path):
     log = tmp_path / "kafka.log"
     with EmbeddedBroker(log=log) as b:
         pid, data = b.pid, b.data_dir
         assert pid and data and data.is_dir()
+        # A run killed here leaves the folder: marked as this process's, the next session's sweep
+        # (harness/orphans.py) removes it.
+        assert (data / orphans.OWNER_FILE).read_text() == (os.environ.get(orphans.OWNER_ENV) or str(os.getpid()))
         create_topics(b.bootstrap, {"t": 1})
         feed.produce(b.bootstrap, "t", [(b"k", b"v")])
         assert (data / "data" / "t-0").is_dir()

@@ -205,12 +205,10 @@ def installed(kube, tmp_path_factory):
 def broker(tmp_path_factory):
     """One single-node Apache Kafka broker for the session, of the run's end of the compatibility
     matrix (harness/matrix.py); its log is broker*/kafka.log."""
-    from harness import orphans
     from harness.matrix import END
 
     log = tmp_path_factory.mktemp("broker") / "kafka.log"
     with EmbeddedBroker(log=log, jars=END.broker_jars) as b:
-        orphans.mark_folder(b.data_dir)  # a killed run's goes at the next session's start
         yield b
 
 

@@ -15,9 +15,9 @@ import signal
 import tempfile
 from pathlib import Path
 
-OWNER_ENV = "SCORESTREAM_TEST_OWNER"
-# In a folder a test process made (a control plane's, a broker's, a node's): that process's pid.
-OWNER_FILE = "owner.pid"
+from scorestream.tools.local.owner import OWNER_ENV, OWNER_FILE
+from scorestream.tools.local.owner import mark_folder as mark_folder  # the harness's name for it too
+
 # The folders under the temporary directory that carry it, and go with a killed run.
 SWEPT_FOLDERS = ("scorestream-kube-", "scorestream-kafka-", "scorestream-kraft-")
 
@@ -76,11 +76,6 @@ def sweep() -> list[str]:
             continue
         killed.append(f"{pid} {command[:120]}")
     return killed
-
-
-def mark_folder(folder: Path) -> None:
-    """`folder` belongs to this test process: the next session removes it once the process is gone."""
-    (folder / OWNER_FILE).write_text(os.environ.get(OWNER_ENV) or str(os.getpid()))
 
 
 def folder_owner_alive(folder: Path) -> bool:

@@ -20,6 +20,8 @@ import uuid
 from contextlib import closing
 from pathlib import Path
 
+from scorestream.tools.local.owner import mark_folder
+
 # A small JVM: the broker holds a few small topics. SerialGC keeps the footprint lowest on two
 # cores (measured against G1; no pause matters here); ExitOnOutOfMemoryError turns a heap
 # exhaustion into a dead broker the caller sees, not a wedged one.
@@ -136,6 +138,7 @@ class EmbeddedBroker:
     def start(self, timeout: float = 60.0) -> "EmbeddedBroker":
         classpath = kafka_classpath(self.jars)
         self.data_dir = Path(tempfile.mkdtemp(prefix="scorestream-kafka-"))
+        mark_folder(self.data_dir)  # a killed run's goes at the next test session's start
         try:
             log = self.log or self.data_dir / "kafka.log"
             log.parent.mkdir(parents=True, exist_ok=True)
