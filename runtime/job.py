@@ -321,6 +321,8 @@ class ServingJob:
         if progress and self.realtime is not None:
             self.realtime.count(progress["batchId"])
         if not progress or progress["batchId"] <= self._committed_batch or not progress.get("sources"):
+            if progress and self.realtime is None and not self.query.status["isDataAvailable"]:
+                self.stats.note_no_new_data()
             return
         durations = progress.get("durationMs") or {}
         log.info("batch %d: %s records, %s", progress["batchId"], progress.get("numInputRows"),

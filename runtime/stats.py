@@ -201,6 +201,15 @@ class ServingStats:
         with self._lock:
             self.end_offsets.append((time.time(), total))
 
+    def note_no_new_data(self) -> None:
+        """The source's last trigger found nothing past the last batch: the end offsets still stand
+        at the last sample, now. Without this an idle job (no batches, so no samples) would see its
+        window empty and its input rate become unknown, and an unknown rate keeps the executors the
+        job has: the autoscaler could never scale an idle job down."""
+        with self._lock:
+            if self.end_offsets:
+                self.end_offsets.append((time.time(), self.end_offsets[-1][1]))
+
     def load(self, window: float = 30.0) -> dict:
         """What the autoscaler needs: the rate records arrive at (end offsets over the last
         `window` seconds), the rate one executor processes them while busy, recent batch times."""

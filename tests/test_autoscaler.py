@@ -76,3 +76,26 @@ def test_without_figures_it_keeps_what_runs():
 def test_a_bad_policy_is_refused(bad):
     with pytest.raises(ValueError):
         s.AutoscalingSpec.model_validate(bad)
+
+
+def test_an_idle_job_reports_no_arrivals_so_it_can_be_scaled_down(monkeypatch):
+    from scorestream.runtime import stats as st
+    from scorestream.runtime.models import ModelRegistry
+
+    clock = [1000.0]
+    monkeypatch.setattr(st.time, "time", lambda: clock[0])
+    job = st.ServingStats(ModelRegistry())
+    for total in (0, 5000, 10_000):  # batches while 1,000 rec/s arrive
+        job.note_end_offsets(total)
+        clock[0] += 5
+    job.recent_batches.append((clock[0], 5000, 1.0, 2))
+    job.executors = 2
+    assert job.load()["inputRate"] == 1000
+    # Then nothing arrives: no batch for a minute, the source's triggers find nothing new.
+    for _ in range(120):
+        clock[0] += 0.5
+        job.note_no_new_data()
+    figures = job.load()
+    assert figures["inputRate"] == 0
+    load = a.Load(2, figures["inputRate"], figures["processingRatePerExecutor"], 0)
+    assert a.decide(POLICY, load, 2, [], None, clock[0]).replicas == 1
