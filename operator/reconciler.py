@@ -267,6 +267,9 @@ def _admit(ctx: Context, body: Body, previous: status.Status) -> tuple[Body, Mod
         spec = ModelServingSpec.model_validate(body.get("spec") or {})
     except ValidationError as e:
         return status.invalid_spec(generation, e)
+    models_topics = models_route.Assignment.of(ctx.config).refusal(spec.kafka)
+    if models_topics is not None:
+        return status.Refusal(generation, Reason.INVALID_SPEC, models_topics)
     verdict = images.decide(spec, ctx.config.runtime_image, ctx.config.allowed_images)
     if verdict.image is None:
         return status.Refusal(generation, verdict.reason, verdict.message)

@@ -30,8 +30,14 @@ class Strict(BaseModel):
 DEFAULT_MODELS_TOPIC = "scorestream-models"
 UNADDRESSED_MESSAGE = (f"acceptUnaddressedModels needs a modelsTopic of your own, not the shared"
                        f" default {DEFAULT_MODELS_TOPIC!r}")
-NOT_MODELS_PREFIX_MESSAGE = (f"dataTopic, outputTopic and deadLetterTopic may not start with"
-                             f" {naming.MODELS_TOPIC_PREFIX!r}: those are the operator's models topics")
+
+
+def not_models_prefix_message(prefix: str) -> str:
+    return (f"dataTopic, outputTopic and deadLetterTopic may not start with {prefix!r}: those are the"
+            f" operator's models topics")
+
+
+NOT_MODELS_PREFIX_MESSAGE = not_models_prefix_message(naming.MODELS_TOPIC_PREFIX)
 KEYLESS_MESSAGE = (f"keylessModels.topic needs a topic of its own: not dataTopic, outputTopic, deadLetterTopic,"
                    f" modelsTopic nor the shared default {DEFAULT_MODELS_TOPIC!r}")
 

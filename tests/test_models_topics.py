@@ -244,3 +244,16 @@ def test_the_shared_topic_is_written_by_the_operator_alone(acl_broker, tmp_path)
     assert _produce(b.client("tenant_b"), shared, forged, b"{}") == "TOPIC_AUTHORIZATION_FAILED"
     got, error = _read(b.client("tenant_b"), shared, naming.models_group("team-b", "wine"))
     assert error is None and got, "every tenant reads the shared topic (documented)"
+
+
+def test_a_spec_may_not_name_the_admins_models_topics_for_its_own_data():
+    """The CRD refuses the default prefix; a prefix or shared topic the chart sets is refused by the
+    operator (InvalidSpec), or a tenant could read or write another namespace's models."""
+    custom = models_route.Assignment(prefix="acme-models.")
+    assert custom.refusal(KafkaSpec.model_validate(KAFKA)) is None
+    for field in ("dataTopic", "outputTopic", "deadLetterTopic"):
+        spec = KafkaSpec.model_validate({**KAFKA, field: "acme-models.team-b"})  # the CRD admits it
+        assert "'acme-models.'" in custom.refusal(spec)
+    shared = models_route.Assignment(shared="acme-all-models")
+    assert "shared models topic" in shared.refusal(KafkaSpec.model_validate({**KAFKA, "outputTopic": "acme-all-models"}))
+    assert models_route.Assignment().refusal(KafkaSpec.model_validate(KAFKA)) is None
