@@ -94,7 +94,8 @@ import json  # noqa: E402
 import typing  # noqa: E402
 
 PAGES = sorted([*(REPO / "docs").rglob("*.md"), REPO / "README.md", REPO / "operator" / "README.md",
-                REPO / "CHANGELOG.md", REPO / "charts" / "scorestream" / "values.yaml"])
+                REPO / "CHANGELOG.md", REPO / "SECURITY.md", REPO / "crds" / "README.md", REPO / "charts" / "README.md",
+                REPO / "charts" / "scorestream" / "values.yaml"])
 CHART = REPO / "charts" / "scorestream"
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
 
@@ -208,7 +209,7 @@ def test_every_command_and_flag_a_page_names_exists():
                 if options is None:
                     wrong.append(f"{name}: {tool} {command}: no such command")
                     continue
-                for flag in re.findall(r"(?:^|\s)(--?[a-zA-Z][\w-]*)", rest):
+                for flag in re.findall(r"(?:^|[\s[])(--?[a-zA-Z][\w-]*)", rest):  # `[--flag]` too
                     if flag not in options:
                         wrong.append(f"{name}: {tool} {command} {flag}: no such flag")
     assert not wrong, "\n".join(wrong)
@@ -348,3 +349,15 @@ def test_the_compatibility_page_names_the_versions_the_tests_run():
     pom = (REPO / "runtime" / "jvm" / "pom.xml").read_text()
     assert tested["PMML4S"] == re.search(r"<pmml4s.version>(\S+)</pmml4s.version>", pom).group(1)
     assert tested["TensorFlow (CPU)"] == pins["tensorflow-cpu"]
+
+
+def test_the_pod_template_page_names_every_field_path_and_variable_the_operator_owns():
+    """docs/pod-templates.md's table against operator/podtemplate.py: what a template loses
+    silently must be on the page, or a CA bundle or a proxy set in a template just disappears."""
+    from scorestream.operator import podtemplate as pt
+
+    page = (REPO / "docs" / "pod-templates.md").read_text()
+    named = set(_code(page))
+    owned = [*pt.MAIN_CONTAINER_OWNED, *pt.POD_OWNED, *pt.DRIVER_VOLUMES, *pt.PROTECTED_PATHS, *pt.STEERING_ENV,
+             *pt.STEERING_ENV_PREFIXES, "envFrom"]
+    assert [f for f in owned if f not in named] == []
