@@ -53,6 +53,9 @@ class Context:
     published: dict[str, str] = field(default_factory=dict, init=False)
     # uid -> (the inputs of desired.desired_state, the objects it rendered from them)
     rendered: dict[str, tuple[str, list[Body]]] = field(default_factory=dict, init=False)
+    # The KafkaTopic version the cluster serves (strimzi.kafka_topic_api_version), asked once; asked
+    # again where a request for it is refused as not found (Strimzi upgraded under the operator).
+    kafka_topic_api: str | None = field(default=None, init=False)
     _jobs: aiohttp.ClientSession | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -380,8 +383,15 @@ async def _strimzi_topics(ctx: Context, body: Body, spec: ModelServingSpec, part
     meta = body["metadata"]
     current: dict[str, Any] = {}
     try:
+        if ctx.kafka_topic_api is None:
+            served = await ctx.kube.served_versions(strimzi.KAFKA_TOPIC_GROUP)
+            api_version = strimzi.kafka_topic_api_version(served)
+            ctx.kafka_topic_api = api_version if served else None
+        else:
+            api_version = ctx.kafka_topic_api
         for obj, owned in strimzi.kafka_topics(spec.kafka, meta["namespace"], desired.owner_reference(meta),
-                                               partitions, naming.labels(meta["name"], "topic"), models_topic):
+                                               partitions, naming.labels(meta["name"], "topic"), models_topic,
+                                               api_version):
             if owned:
                 await ctx.kube.apply(obj)
             else:
@@ -389,6 +399,8 @@ async def _strimzi_topics(ctx: Context, body: Body, spec: ModelServingSpec, part
             name = obj["metadata"]["name"]
             current[name] = await ctx.kube.get(obj["apiVersion"], obj["kind"], meta["namespace"], name)
     except (KubeError, NotOwned) as e:
+        if isinstance(e, KubeError) and e.status == 404:
+            ctx.kafka_topic_api = None
         return f"cannot make the KafkaTopics: {e}", None
     return strimzi.waiting_for(current)
 

@@ -15,7 +15,7 @@ import os
 import re
 import threading
 from collections import OrderedDict
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from scorestream.api.v1alpha1.modelserving import KafkaSpec
 from scorestream.config import KafkaCredentialFiles
@@ -28,7 +28,10 @@ CA_VOLUME = "kafka-ca"
 AUTH_VOLUME = "kafka-auth"
 VOLUMES = (CA_VOLUME, AUTH_VOLUME)
 
-KAFKA_TOPIC_API_VERSION = "kafka.strimzi.io/v1beta2"
+KAFKA_TOPIC_GROUP = "kafka.strimzi.io"
+# Newest first. Strimzi serves v1 since 0.49, v1beta2 until 0.52 / 1.0: the same KafkaTopic in both
+# (its CRD converts with strategy None), so the newest the cluster serves is used.
+KAFKA_TOPIC_VERSIONS = ("v1", "v1beta2")
 KAFKA_TOPIC_KIND = "KafkaTopic"
 CLUSTER_LABEL = "strimzi.io/cluster"
 SHARED_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/managed-by")
@@ -204,8 +207,15 @@ def resource_name(topic: str) -> str:
     return name if name == topic else f"{name}-{hashlib.sha256(topic.encode()).hexdigest()[:8]}"
 
 
+def kafka_topic_api_version(served: Iterable[str]) -> str:
+    """The newest KafkaTopic version among those the cluster serves; the oldest this operator
+    knows where it serves none of them (its requests then fail, and say so)."""
+    chosen = next((v for v in KAFKA_TOPIC_VERSIONS if v in set(served)), KAFKA_TOPIC_VERSIONS[-1])
+    return f"{KAFKA_TOPIC_GROUP}/{chosen}"
+
+
 def kafka_topics(kafka: KafkaSpec, namespace: str, owner: dict[str, Any], partitions: int,
-                 labels: Mapping[str, str], models_topic: str) -> list[tuple[dict[str, Any], bool]]:
+                 labels: Mapping[str, str], models_topic: str, api_version: str) -> list[tuple[dict[str, Any], bool]]:
     """The KafkaTopics to make, each with whether the ModelServing owns it. The output and
     dead-letter topics are its own (deleted with it, and by Strimzi their topics); the models
     topics are shared by the ModelServings that name them, so none of them owns theirs: the first
@@ -224,7 +234,7 @@ def kafka_topics(kafka: KafkaSpec, namespace: str, owner: dict[str, Any], partit
                                 "labels": {**own, CLUSTER_LABEL: kafka.strimzi_topics.cluster}}
         if owned:
             meta["ownerReferences"] = [owner]
-        return {"apiVersion": KAFKA_TOPIC_API_VERSION, "kind": KAFKA_TOPIC_KIND, "metadata": meta, "spec": spec}, owned
+        return {"apiVersion": api_version, "kind": KAFKA_TOPIC_KIND, "metadata": meta, "spec": spec}, owned
 
     out = [topic(kafka.output_topic, partitions, {}, True), topic(kafka.dead_letter_topic, partitions, {}, True),
            topic(models_topic, 1, {"cleanup.policy": "compact"}, False)]

@@ -104,12 +104,21 @@ def test_the_secrets_are_mounted_into_driver_and_executors_and_no_value_is_rende
     assert secret_settings and all(f"${{dir:{strimzi.AUTH_DIR}:" in v for v in secret_settings), java
 
 
+def test_kafka_topics_are_made_in_the_newest_version_the_cluster_serves():
+    """Strimzi serves v1 beside v1beta2 from 0.49 and v1 alone from 0.52 / 1.0."""
+    assert strimzi.kafka_topic_api_version(["v1beta2"]) == "kafka.strimzi.io/v1beta2"
+    assert strimzi.kafka_topic_api_version(["v1", "v1beta2"]) == "kafka.strimzi.io/v1"
+    assert strimzi.kafka_topic_api_version(["v1"]) == "kafka.strimzi.io/v1"
+    assert strimzi.kafka_topic_api_version([]) == "kafka.strimzi.io/v1beta2"  # none: the request says why
+
+
 def test_kafka_topics_are_labelled_with_the_cluster_and_only_the_resources_own_topics_are_owned():
     body = _body(strimziTopics={"cluster": CLUSTER, "replicas": 3})
     spec = s.ModelServingSpec.model_validate(body["spec"])
     owner = desired.owner_reference(body["metadata"])
     models_topic = "scorestream-models.ml"  # the namespace's own, which the operator assigns
-    made = strimzi.kafka_topics(spec.kafka, "ml", owner, 6, naming.labels("wine", "topic"), models_topic)
+    made = strimzi.kafka_topics(spec.kafka, "ml", owner, 6, naming.labels("wine", "topic"), models_topic,
+                                "kafka.strimzi.io/v1beta2")
     by_topic = {o["spec"]["topicName"]: (o, owned) for o, owned in made}
     assert set(by_topic) == {spec.kafka.output_topic, spec.kafka.dead_letter_topic, models_topic}
     for o, owned in by_topic.values():
@@ -347,6 +356,9 @@ async def test_kafka_topics_are_made_and_the_job_waits_for_them_to_be_ready(api,
         assert all(k["metadata"]["labels"]["strimzi.io/cluster"] == CLUSTER for k in kts.values())
         assert kts[names["outputTopic"]]["metadata"]["ownerReferences"][0]["kind"] == "ModelServing"
         assert kts[names["outputTopic"]]["spec"]["partitions"] == 2
+        # Made as v1, the newest Strimzi 0.49's CRD serves (read here as v1beta2, its stored version).
+        assert {f["apiVersion"] for k in kts.values() for f in k["metadata"]["managedFields"]
+                if f["manager"] == "scorestream-operator"} == {"kafka.strimzi.io/v1"}
         sts = obj(api, "apps/v1/statefulsets", "wine-driver")
         assert sts is None or sts["spec"]["replicas"] == 0  # the driver waits for the topics
         await asyncio.to_thread(_play_topic_operator, api, broker, set())
