@@ -16,7 +16,7 @@ from pathlib import Path
 
 from scorestream import naming
 from scorestream.api.v1alpha1.modelserving import KafkaSpec
-from scorestream.config import not_models_prefix_message, read_properties_text
+from scorestream.config import read_properties_text, under_models_prefix
 
 
 @dataclass(frozen=True)
@@ -40,10 +40,10 @@ class Assignment:
         """Why a spec may not read or write the topics it names for data, output or dead letters:
         one is a models topic of the admin's choice. The CRD's rule knows only the default prefix;
         the chart may set another prefix, or one shared topic."""
-        theirs = (kafka.data_topic, kafka.output_topic, kafka.dead_letter_topic)
-        if any(t.startswith(self.prefix) for t in theirs):
-            return not_models_prefix_message(self.prefix)
-        if self.shared in theirs:
+        why = under_models_prefix(kafka, self.prefix)
+        if why is not None:
+            return why
+        if self.shared in (kafka.data_topic, kafka.output_topic, kafka.dead_letter_topic):
             return (f"dataTopic, outputTopic and deadLetterTopic may not be {self.shared!r}: it is the"
                     f" operator's shared models topic")
         return None

@@ -32,12 +32,12 @@ UNADDRESSED_MESSAGE = (f"acceptUnaddressedModels needs a modelsTopic of your own
                        f" default {DEFAULT_MODELS_TOPIC!r}")
 
 
-def not_models_prefix_message(prefix: str) -> str:
+def _not_models_prefix_message(prefix: str) -> str:
     return (f"dataTopic, outputTopic and deadLetterTopic may not start with {prefix!r}: those are the"
             f" operator's models topics")
 
 
-NOT_MODELS_PREFIX_MESSAGE = not_models_prefix_message(naming.MODELS_TOPIC_PREFIX)
+NOT_MODELS_PREFIX_MESSAGE = _not_models_prefix_message(naming.MODELS_TOPIC_PREFIX)
 KEYLESS_MESSAGE = (f"keylessModels.topic needs a topic of its own: not dataTopic, outputTopic, deadLetterTopic,"
                    f" modelsTopic nor the shared default {DEFAULT_MODELS_TOPIC!r}")
 
@@ -59,6 +59,15 @@ class Topics(Protocol):
     def keyless_models(self) -> "KeylessModels | None": ...
 
 
+def under_models_prefix(kafka: Topics, prefix: str = naming.MODELS_TOPIC_PREFIX) -> str | None:
+    """Why the data, output or dead-letter topic is not the tenant's to name: one is under the
+    models topics' `prefix` (the default here and in the CRD; the operator checks the chart's too).
+    None where none is."""
+    if any(t.startswith(prefix) for t in (kafka.data_topic, kafka.output_topic, kafka.dead_letter_topic)):
+        return _not_models_prefix_message(prefix)
+    return None
+
+
 def check_topics(kafka: Topics) -> None:
     """The topic rules the spec (where CEL says the same in the CRD) and the job config both keep.
     A spec's unset modelsTopic is the operator's to assign: none of these rules apply to it."""
@@ -67,8 +76,7 @@ def check_topics(kafka: Topics) -> None:
         raise ValueError("dataTopic must differ from outputTopic, deadLetterTopic and modelsTopic")
     if kafka.output_topic == kafka.dead_letter_topic:
         raise ValueError("outputTopic and deadLetterTopic must differ")
-    if any(t.startswith(naming.MODELS_TOPIC_PREFIX) for t in (kafka.data_topic, kafka.output_topic,
-                                                               kafka.dead_letter_topic)):
+    if under_models_prefix(kafka) is not None:
         raise ValueError(NOT_MODELS_PREFIX_MESSAGE)
     if kafka.accept_unaddressed_models and models in (None, DEFAULT_MODELS_TOPIC):
         raise ValueError(UNADDRESSED_MESSAGE)
