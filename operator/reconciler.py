@@ -383,12 +383,7 @@ async def _strimzi_topics(ctx: Context, body: Body, spec: ModelServingSpec, part
     meta = body["metadata"]
     current: dict[str, Any] = {}
     try:
-        if ctx.kafka_topic_api is None:
-            served = await ctx.kube.served_versions(strimzi.KAFKA_TOPIC_GROUP)
-            api_version = strimzi.kafka_topic_api_version(served)
-            ctx.kafka_topic_api = api_version if served else None
-        else:
-            api_version = ctx.kafka_topic_api
+        api_version = await _kafka_topic_api(ctx)
         for obj, owned in strimzi.kafka_topics(spec.kafka, meta["namespace"], desired.owner_reference(meta),
                                                partitions, naming.labels(meta["name"], "topic"), models_topic,
                                                api_version):
@@ -403,6 +398,17 @@ async def _strimzi_topics(ctx: Context, body: Body, spec: ModelServingSpec, part
             ctx.kafka_topic_api = None
         return f"cannot make the KafkaTopics: {e}", None
     return strimzi.waiting_for(current)
+
+
+async def _kafka_topic_api(ctx: Context) -> str:
+    """The KafkaTopic version to make them in: asked of the cluster once, kept only once it named
+    Strimzi's group (a Strimzi installed after the operator is found at the next turn)."""
+    if ctx.kafka_topic_api is None:
+        served = await ctx.kube.served_versions(strimzi.KAFKA_TOPIC_GROUP)
+        if not served:
+            return strimzi.kafka_topic_api_version(served)
+        ctx.kafka_topic_api = strimzi.kafka_topic_api_version(served)
+    return ctx.kafka_topic_api
 
 
 def _current(cache: Cache, wanted: Body) -> bool:
