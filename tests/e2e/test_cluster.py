@@ -25,6 +25,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable, ContextManager
 
 import pytest
 import yaml
@@ -54,7 +55,7 @@ NAME_OVERRIDE = "scoring"
 class Cluster:
     cp: ControlPlane
     node: real_node.Node
-    broker: EmbeddedBroker
+    broker: Any  # the embedded broker or the three-broker cluster: .bootstrap
     kubeconfig: Path
     chart: Path  # the packaged chart `make dist` writes
     steps: dict[str, float] = field(default_factory=dict)
@@ -114,28 +115,28 @@ class Cluster:
 
 
 @contextmanager
-def running_cluster(archives: list[Path], chart: Path, started: float):
+def running_cluster(archives: list[Path], chart: Path, started: float,
+                    brokers: Callable[[str], ContextManager[Any]] = lambda host: EmbeddedBroker(host=host)):
     """The real node with NetworkPolicies enforced, a control plane, `archives` imported into the
-    node and a broker on the host's address, as a Cluster; stopped after, and the host checked
-    to be as it was (sysctls, iptables/nftables, mounts, links, cgroups, paths)."""
+    node and `brokers(host)` (the embedded broker by default) started on the host's address, as a
+    Cluster; stopped after, and the host checked to be as it was (sysctls, iptables/nftables,
+    mounts, links, cgroups, paths)."""
     node = real_node.Node.network()
     node.policies = True  # the jobs' NetworkPolicies enforced for the whole run (kube-router)
-    cp = broker = None
+    cp = None
     try:
         cp = ControlPlane(address=node.host_address, service_cidr=real_node.SERVICE_CIDR, fake_node=False).start()
         node.start(cp)
         for archive in archives:
             node.import_image(archive)
-        broker = EmbeddedBroker(host=node.host_address).start()
-        c = Cluster(cp, node, broker, cp.admin_config, chart)
-        c.steps["cluster: control plane, node Ready, images imported, broker"] = time.monotonic() - started
-        print(f"images imported: {', '.join(f'{k} {v:.0f} s' for k, v in node.import_seconds.items())}")
-        yield c
-        print("node's own memory (RSS MiB): " + ", ".join(f"{k} {v:.0f}" for k, v in node.rss_mib().items()))
-        print("steps (s): " + "; ".join(f"{k} {v:.1f}" for k, v in c.steps.items()))
+        with brokers(node.host_address) as broker:
+            c = Cluster(cp, node, broker, cp.admin_config, chart)
+            c.steps["cluster: control plane, node Ready, images imported, broker"] = time.monotonic() - started
+            print(f"images imported: {', '.join(f'{k} {v:.0f} s' for k, v in node.import_seconds.items())}")
+            yield c
+            print("node's own memory (RSS MiB): " + ", ".join(f"{k} {v:.0f}" for k, v in node.rss_mib().items()))
+            print("steps (s): " + "; ".join(f"{k} {v:.1f}" for k, v in c.steps.items()))
     finally:
-        if broker is not None:
-            broker.stop()
         if cp is not None:
             cp.stop()
         left = node.stop()
