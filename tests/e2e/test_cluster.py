@@ -145,21 +145,24 @@ def running_cluster(archives: list[Path], chart: Path, started: float,
         assert not left, left
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    started = time.monotonic()
-    # What a user installs from: `make dist`'s chart package and image archives (`make setup`
-    # built the images: this only finds them), checked against their checksums.
-    dist = tmp_path_factory.mktemp("dist")
+def release(dist: Path) -> tuple[list[Path], Path]:
+    """What a user installs from: `make dist`'s image archives and chart package, written into
+    `dist` (`make setup` built the images: this only finds them) and checked against their
+    checksums. The operator's and the PMML flavour's archives: the TensorFlow flavour differs from
+    the PMML one by TensorFlow alone, which test_images.py runs in its image."""
     files = images.dist(dist)
     subprocess.run(["sha256sum", "--check", "--quiet", "SHA256SUMS"], cwd=dist, check=True)
-    # The operator's and the PMML flavour's: the TensorFlow flavour differs from the PMML one by
-    # TensorFlow alone, which test_images.py runs in its image.
     archives = [f for target in ("operator", "runtime-pmml") for f in files
                 if f.name == f"{images.IMAGES[target].name}-{images.VERSION}.oci.tar"]
     assert len(archives) == 2, [f.name for f in files]
     (chart,) = (f for f in files if f.name.endswith(".tgz"))
-    with running_cluster(archives, chart, started) as c:
+    return archives, chart
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    started = time.monotonic()
+    with running_cluster(*release(tmp_path_factory.mktemp("dist")), started) as c:
         yield c
 
 

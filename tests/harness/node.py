@@ -476,9 +476,9 @@ class Node:
         """Resident memory of the node's own processes (not its pods'), MiB."""
         out = {}
         for name, p in self.procs.items():
-            out[name] = _tree_rss(p.pid) / 1024
+            out[name] = tree_rss(p.pid) / 1024
         shims = [int(pid) for pid in _run("pgrep", "-f", f"containerd-shim.*{self.socket}", check=False).stdout.split()]
-        out["shims"] = sum(_tree_rss(pid, children=False) for pid in shims) / 1024
+        out["shims"] = sum(tree_rss(pid, children=False) for pid in shims) / 1024
         return out
 
     # ------------------------------------------------------------------ teardown
@@ -590,7 +590,7 @@ def sweep_stale() -> list[str]:
 
 
 
-def _tree_rss(pid: int, children: bool = True) -> int:
+def tree_rss(pid: int, children: bool = True) -> int:
     """KiB resident of a process and (by default) its descendants."""
     pids, total = [pid], 0
     while pids:

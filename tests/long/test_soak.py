@@ -54,8 +54,8 @@ import yaml
 from confluent_kafka import Consumer, TopicPartition
 
 import images
-from e2e.test_cluster import NS, RELEASE, SYSTEM, Cluster, data_uri, install_operator, modelserving, running_cluster, \
-    wait_ready
+from e2e.test_cluster import NS, RELEASE, SYSTEM, Cluster, data_uri, install_operator, modelserving, release, \
+    running_cluster, wait_ready
 from harness import node as real_node
 from harness.kraft_cluster import KraftCluster
 from harness.streaming import Stream, wait_until
@@ -85,8 +85,8 @@ RESOURCES = {"wine-eo": "exactlyOnce", "wine-alo": "atLeastOnce"}
 # Two resources, each a driver and an executor, beside the operator (100m) on the node's two cores.
 DRIVER = {"cpu": "400m", "memory": "1536Mi"}
 EXECUTOR = {"cpu": "500m", "memory": "1Gi"}
-# Ten seconds of the measured maximum a batch at most: a restart's backlog goes in a few batches,
-# and the maximum is measured over many batches, not one.
+# Records a batch at most (3-7 s of the soak's stream): a restart's backlog goes in a few batches,
+# and the backlog that measures the maximum in fifteen, not one.
 MAX_PER_BATCH = 10000
 CANARY = {"percent": 20, "minRecords": 500, "maxErrorRate": 0.01,
           # promoted well before the next change (a minute of an hour's run; a third of a short run's)
@@ -374,18 +374,10 @@ def pods_memory(c: Cluster) -> dict[str, float]:
         if part not in out or group is None:
             continue
         for pid in (int(p) for f in group.rglob("cgroup.procs") for p in f.read_text().split()):
-            rss = _rss_of(pid)
+            rss = real_node.tree_rss(pid, children=False) / 1024
             python = _command(pid).startswith("python")
             out["python" if part == "executor" and python else "driver_python" if python else part] += rss
     return out
-
-
-def _rss_of(pid: int) -> float:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return 0.0
-    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0) / 1024
 
 
 def _command(pid: int) -> str:
@@ -417,13 +409,9 @@ class Ends:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     started = time.monotonic()
-    dist = tmp_path_factory.mktemp("dist")
-    files = images.dist(dist)
-    archives = [f for target in ("operator", "runtime-pmml") for f in files
-                if f.name == f"{images.IMAGES[target].name}-{images.VERSION}.oci.tar"]
-    (chart,) = (f for f in files if f.name.endswith(".tgz"))
     logs = tmp_path_factory.mktemp("kraft")
-    with running_cluster(archives, chart, started, brokers=lambda host: KraftCluster(logs, host=host)) as c:
+    with running_cluster(*release(tmp_path_factory.mktemp("dist")), started,
+                         brokers=lambda host: KraftCluster(logs, host=host)) as c:
         yield c
 
 
