@@ -382,13 +382,19 @@ class ControlPlane:
     def frozen(self, name: str = "kube-apiserver"):
         """One of the control plane's processes stopped (SIGSTOP) for the block, and resumed
         however it ends: its clients' connections hang and time out, as through an outage of
-        its host. A process resumed carries on where it was; nothing is left behind."""
+        its host. A process resumed carries on where it was; nothing is left behind. The API
+        server is waited for until it answers /readyz again: every client reconnects at once, and
+        on a starved CI machine a request sent straight after the thaw met a TLS handshake timeout
+        before the server had caught up."""
         proc = self.procs[name]
         os.kill(proc.pid, signal.SIGSTOP)
         try:
             yield proc
         finally:
             os.kill(proc.pid, signal.SIGCONT)
+        if name == "kube-apiserver":
+            self._wait(lambda: self.session.get(f"{self.server}/readyz", timeout=5).status_code == 200,
+                       120, "kube-apiserver /readyz after it was resumed")
 
     def stop(self) -> None:
         if getattr(self, "_stopping", None) is not None:
