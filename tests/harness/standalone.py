@@ -19,6 +19,10 @@ import pytest
 from harness.netns import OwnHost
 from scorestream.tools.local.broker import free_port
 
+# The cluster's JVMs (master, workers, executors) compile with C1 only, as the tests' drivers do
+# (harness/fixtures.py has the why and the figures).
+C1_ONLY = "-XX:TieredStopAtLevel=1"
+
 
 class StandaloneCluster:
     def __init__(self, workdir: Path, cores: int = 2, memory: str = "4g", workers: int = 1,
@@ -43,7 +47,7 @@ class StandaloneCluster:
         # Executors inherit their worker's environment: they listen on its address too.
         env = {**os.environ, "SPARK_HOME": str(self.home), "SPARK_LOCAL_IP": address,
                "SPARK_WORKER_DIR": str(self.workdir / "work"), "PYSPARK_PYTHON": sys.executable,
-               "SPARK_NO_DAEMONIZE": "1"}
+               "SPARK_NO_DAEMONIZE": "1", "SPARK_DAEMON_JAVA_OPTS": C1_ONLY}
         command = [str(self.home / "bin" / "spark-class"), *args, "--host", address]
         log = open(self.workdir / f"{name}.log", "ab")
         self.procs.append(subprocess.Popen(on.command(*command) if on else command, env=env,
@@ -108,4 +112,7 @@ def standalone_conf(executors: int = 1, cluster: StandaloneCluster | None = None
     driver listens where the master does, which every worker reaches."""
     host = cluster.host if cluster else "127.0.0.1"
     return {"spark.executor.cores": "1", "spark.executor.memory": "512m", "spark.executor.instances": str(executors),
-            "spark.driver.host": host, "spark.driver.bindAddress": host}
+            "spark.driver.host": host, "spark.driver.bindAddress": host,
+            # C1 only, as the tests' drivers (harness/fixtures.py): a worker launches its executors
+            # with the job's settings, not the tests' SPARK_SUBMIT_OPTS.
+            "spark.executor.extraJavaOptions": C1_ONLY}
