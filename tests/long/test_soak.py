@@ -18,8 +18,9 @@ minute 0) a broker's controlled restart, each broker once an hour.
 
 Every SOAK_SAMPLE_SECONDS (10 s) a sample: the resident memory of each pod's processes (read from
 the pod's cgroup): the drivers' JVMs and their Python processes, the executors' JVMs, the
-executors' Python workers, the operator; per resource the p50 and p99 latency of the predictions
-received in those seconds (the input's CreateTime to its receipt by a ``read_committed``
+executors' Python workers, the operator; the drivers' JVMs' heap and non-heap, used and
+committed, as their own gauges report them (the job's /metrics); per resource the p50 and p99
+latency of the predictions received in those seconds (the input's CreateTime to its receipt by a ``read_committed``
 follower) and the lag (the data partition's end offset less the inputs answered); the checkpoint
 volumes' size; the models topic's size on the brokers' disks and its message count. The samples go
 to SOAK_OUT/soak.csv and SOAK_OUT/soak.png; a table of every twelfth of the run is
@@ -41,6 +42,8 @@ import csv
 import json
 import os
 import statistics
+import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -52,6 +55,7 @@ from pathlib import Path
 import pytest
 import yaml
 from confluent_kafka import Consumer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
 import images
 from e2e.test_cluster import NS, RELEASE, SYSTEM, Cluster, data_uri, install_operator, modelserving, release, \
@@ -59,6 +63,7 @@ from e2e.test_cluster import NS, RELEASE, SYSTEM, Cluster, data_uri, install_ope
 from harness import node as real_node
 from harness.kraft_cluster import KraftCluster
 from harness.streaming import Stream, wait_until
+from scorestream import monitoring
 from scorestream import naming
 from scorestream.tools.demo import feed, models
 from test_broker_failover import BROKEN_EVERY, Restart
@@ -356,27 +361,58 @@ def model_spec(k: int, pmml: dict[str, bytes]) -> dict:
             "uri": data_uri(pmml[name], "application/xml")}
 
 
-def pods_memory(c: Cluster) -> dict[str, float]:
-    """RSS (MiB) of every pod's processes, read from the pods' cgroups, by part: the drivers' JVMs,
-    the drivers' Python processes, the executors' JVMs, the executors' Python workers, the operator."""
+def pod_processes(c: Cluster):
+    """(pod name, part, pid) of every process of the job's and the operator's pods, from the pods'
+    cgroups; part: driver, executor or operator."""
     pods = c.cp.get(f"/api/v1/namespaces/{NS}/pods")["items"] + c.cp.get(f"/api/v1/namespaces/{SYSTEM}/pods")["items"]
     # The memory controller's hierarchy under cgroup v1, the one hierarchy under v2; the kubelet's
     # cgroupfs driver names a pod's group pod<uid>.
     hierarchy = Path("/sys/fs/cgroup/memory") if Path("/sys/fs/cgroup/memory").is_dir() else Path("/sys/fs/cgroup")
     root = hierarchy / c.node.cgroup_root.lstrip("/")
     groups = {d.name.removeprefix("pod"): d for d in root.rglob("pod*") if d.is_dir()}
-    out = {"driver": 0.0, "driver_python": 0.0, "executor": 0.0, "python": 0.0, "operator": 0.0}
     for pod in pods:
         labels = pod["metadata"].get("labels", {})
         part = labels.get("app.kubernetes.io/component") if labels.get(naming.MODELSERVING_LABEL) else \
             "operator" if naming.OPERATOR_POD_LABELS.items() <= labels.items() else None
         group = groups.get(pod["metadata"]["uid"])
-        if part not in out or group is None:
+        if part in ("driver", "executor", "operator") and group is not None:
+            for pid in (int(p) for f in group.rglob("cgroup.procs") for p in f.read_text().split()):
+                yield pod["metadata"]["name"], part, pid
+
+
+def pods_memory(c: Cluster) -> dict[str, float]:
+    """RSS (MiB) of every pod's processes, by part: the drivers' JVMs, the drivers' Python
+    processes, the executors' JVMs, the executors' Python workers, the operator."""
+    out = {"driver": 0.0, "driver_python": 0.0, "executor": 0.0, "python": 0.0, "operator": 0.0}
+    for _, part, pid in pod_processes(c):
+        rss = real_node.tree_rss(pid, children=False) / 1024
+        python = _command(pid).startswith("python")
+        out["python" if part == "executor" and python else "driver_python" if python else part] += rss
+    return out
+
+
+# The job's own /metrics, read inside a driver pod's network namespace (nsenter: the test runs as
+# root on the node's host), so that neither the NetworkPolicy nor a port-forward stands between.
+METRICS_OF_POD = ("import sys, urllib.request; sys.stdout.write(urllib.request.urlopen("
+                  f"'http://127.0.0.1:{naming.METRICS_PORT}/metrics', timeout=5).read().decode())")
+
+
+def drivers_jvm(c: Cluster) -> dict[str, float]:
+    """The drivers' JVMs as they report themselves (MiB, summed over the drivers): heap and
+    non-heap, used and committed. What tells a heap growing toward its limit (G1 commits more
+    before it collects) from memory that grows without one."""
+    out = {f"jvm_{area}_{kind}_mib": 0.0 for area in ("heap", "nonheap") for kind in ("used", "committed")}
+    kinds = {monitoring.JVM_MEMORY_USED.name: "used", monitoring.JVM_MEMORY_COMMITTED.name: "committed"}
+    pods = {name: pid for name, part, pid in pod_processes(c) if part == "driver"}
+    for pid in pods.values():
+        res = subprocess.run(["nsenter", "-t", str(pid), "-n", sys.executable, "-c", METRICS_OF_POD],
+                             capture_output=True, text=True, timeout=20)
+        if res.returncode != 0:  # a driver restarting: no answer this time
             continue
-        for pid in (int(p) for f in group.rglob("cgroup.procs") for p in f.read_text().split()):
-            rss = real_node.tree_rss(pid, children=False) / 1024
-            python = _command(pid).startswith("python")
-            out["python" if part == "executor" and python else "driver_python" if python else part] += rss
+        for family in text_string_to_metric_families(res.stdout):
+            for x in family.samples:
+                if x.name in kinds:
+                    out[f"jvm_{x.labels['area']}_{kinds[x.name]}_mib"] += x.value / 2**20
     return out
 
 
@@ -444,6 +480,9 @@ NODE_PANELS: Panels = [
                    ("rss_operator_mib", "operator")], False),
     ("latency, CreateTime to\nread_committed receipt (ms)",
      [(f"{k}_{name}", f"{name} {k[:3]}") for name in RESOURCES for k in ("p50_ms", "p99_ms")], True),
+    ("the drivers' JVMs,\nas they report (MiB)",
+     [(f"jvm_{area}_{kind}_mib", f"{area} {kind}") for area in ("heap", "nonheap") for kind in ("used", "committed")],
+     False),
     ("lag (records)", [(f"lag_{name}", name) for name in RESOURCES], False),
     ("MiB", [("checkpoint_mib", "checkpoint volumes"), ("models_mib", "models topic on disk")], False),
 ]
@@ -452,6 +491,9 @@ NODE_COLUMNS = [
     ("RSS drivers' JVMs · Python · executors · workers · operator · all MiB",
      lambda x: " · ".join(fmt(x[f"rss_{k}_mib"]) for k in ("driver", "driver_python", "executor", "python", "operator"))
      + f" · {fmt(x['rss_mib'])}"),
+    ("drivers' heap used · committed · non-heap used · committed MiB",
+     lambda x: " · ".join(fmt(x[f"jvm_{k}_mib"]) for k in ("heap_used", "heap_committed", "nonheap_used",
+                                                            "nonheap_committed"))),
     *[(f"{name} p50 · p99 ms · lag", lambda x, name=name: f"{fmt(x[f'p50_ms_{name}'])} · {fmt(x[f'p99_ms_{name}'])}"
        f" · {fmt(x[f'lag_{name}'])}") for name in RESOURCES],
     ("checkpoints MiB", lambda x: fmt(x["checkpoint_mib"], "{:.2f}")),
@@ -622,7 +664,8 @@ def verdicts(c: Cluster, canaries: list[tuple[str, str, dict]], on_trial: dict[s
 def sample(c: Cluster, kraft: KraftCluster, ends: Ends, resources: list[Resource], samples: list[dict],
            origin: dict[str, int], models_topic: str, t: float, event: str) -> dict:
     memory = pods_memory(c)
-    x: dict = {"t": t, **{f"rss_{k}_mib": v for k, v in memory.items()}, "rss_mib": sum(memory.values())}
+    x: dict = {"t": t, **{f"rss_{k}_mib": v for k, v in memory.items()}, "rss_mib": sum(memory.values()),
+               **drivers_jvm(c)}
     for r in resources:
         received = r.follower.received()
         latest = r.follower.window(samples[-1][f"received_{r.name}"] if samples else origin[r.name], received)
