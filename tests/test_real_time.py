@@ -5,7 +5,9 @@ record as it comes); the statistics match what was written, per model; SIGTERM m
 once; kill -9 redoes at most the batch in flight; the warm-up writes and counts nothing, and a
 stop ends it; a partition without a task slot stops the job. On Spark's standalone cluster (the
 scorer's table crossing to executors of their own, a swap, a refused live rescale):
-test_exactly_once_real_time.py.
+test_exactly_once_real_time.py. A resource's ``trigger: realTime`` rendered into the job's
+configuration: test_desired.py; the operator's rollouts, which confirm a swap by the job's /models
+in either trigger mode: test_rollout.py.
 """
 
 from __future__ import annotations
