@@ -267,8 +267,9 @@ def topics_and_operator(c: Cluster, prefix: str, partitions: int) -> dict[str, s
     return topics
 
 
-# An upgrade of the control plane, an etcd hiccup: the API server away for two minutes.
-OUTAGE = 120
+# An upgrade of the control plane, an etcd hiccup: the API server away for a minute, in which the
+# operator's and the kubelet's requests to it time out.
+OUTAGE = 60
 
 
 def restarts(c: Cluster, namespace: str, selector: str) -> dict[str, int]:
