@@ -33,7 +33,9 @@ exactly-once (at-least-once's duplicates printed); every canary promoted with it
 every model the spec named served.
 
 A short run checks the harness (13 minutes here): `SOAK_SECONDS=480 SOAK_SWAP_SECONDS=60
-SOAK_RESTART_SECONDS=160 SOAK_BACKLOG=60000 make soak`.
+SOAK_RESTART_SECONDS=160 SOAK_BACKLOG=60000 make soak`. SOAK_SPARK_CONF (JSON) adds to both
+resources' spec.spark.conf, for a diagnostic run: e.g. the drivers' native memory tracking,
+'{"spark.driver.extraJavaOptions": "-XX:NativeMemoryTracking=summary"}', read with jcmd from the host.
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ MAX_P99_DRIFT = 1.2
 PAUSE = 0.25  # the stream's pause between chunks (a producer each: harness.streaming.Stream)
 RATE = float(os.environ.get("SOAK_RATE", "0"))  # records a second per resource; 0: half the measured maximum
 BACKLOG = int(os.environ.get("SOAK_BACKLOG", "150000"))  # records per resource for the maximum's measure
+SPARK_CONF: dict[str, str] = json.loads(os.environ.get("SOAK_SPARK_CONF", "{}"))
 CANARY_EVERY = 3  # every third model change is a canary: every 15 minutes at a change every 5
 RESOURCES = {"wine-eo": "exactlyOnce", "wine-alo": "atLeastOnce"}
 # Two resources, each a driver and an executor, beside the operator (100m) on the node's two cores.
@@ -351,6 +354,8 @@ def manifest(r: Resource, model: dict) -> dict:
                       r.bootstrap, delivery=r.delivery)
     ms["spec"]["kafka"]["maxOffsetsPerTrigger"] = MAX_PER_BATCH
     ms["spec"]["spark"].update(driver=DRIVER, executor=EXECUTOR)
+    if SPARK_CONF:
+        ms["spec"]["spark"]["conf"] = {**ms["spec"]["spark"].get("conf", {}), **SPARK_CONF}
     return ms
 
 
