@@ -278,8 +278,7 @@ class ControlPlane:
         self.session = requests.Session()
         self.session.trust_env = False  # REQUESTS_CA_BUNDLE would replace our CA, and a proxy must not see loopback
         self.session.verify, self.session.cert = str(d / "ca.crt"), (str(d / "admin.crt"), str(d / "admin.key"))
-        self._wait(lambda: self.session.get(f"{self.server}/readyz", timeout=2).status_code == 200,
-                   timeout, "kube-apiserver /readyz")
+        self._wait(self._ready, timeout, "kube-apiserver /readyz")
         cfg = str(self.admin_config)
         # The controllers and the scheduler talk to the API server as system:masters, as kwok does:
         # they are the cluster, not what is tested.
@@ -360,6 +359,9 @@ class ControlPlane:
                                             stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
 
+    def _ready(self) -> bool:
+        return self.session.get(f"{self.server}/readyz", timeout=5).status_code == 200
+
     def _wait(self, predicate, timeout: float, what: str) -> None:
         deadline, last = time.monotonic() + timeout, None
         while time.monotonic() < deadline:
@@ -393,8 +395,7 @@ class ControlPlane:
         finally:
             os.kill(proc.pid, signal.SIGCONT)
         if name == "kube-apiserver":
-            self._wait(lambda: self.session.get(f"{self.server}/readyz", timeout=5).status_code == 200,
-                       120, "kube-apiserver /readyz after it was resumed")
+            self._wait(self._ready, 120, "kube-apiserver /readyz after it was resumed")
 
     def stop(self) -> None:
         if getattr(self, "_stopping", None) is not None:

@@ -16,12 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.fixtures import C1_ONLY
 from harness.netns import OwnHost
 from scorestream.tools.local.broker import free_port
-
-# The cluster's JVMs (master, workers, executors) compile with C1 only, as the tests' drivers do
-# (harness/fixtures.py has the why and the figures).
-C1_ONLY = "-XX:TieredStopAtLevel=1"
 
 
 class StandaloneCluster:
@@ -47,6 +44,7 @@ class StandaloneCluster:
         # Executors inherit their worker's environment: they listen on its address too.
         env = {**os.environ, "SPARK_HOME": str(self.home), "SPARK_LOCAL_IP": address,
                "SPARK_WORKER_DIR": str(self.workdir / "work"), "PYSPARK_PYTHON": sys.executable,
+               # the cluster's JVMs with C1 only, as the tests' drivers (harness/fixtures.py)
                "SPARK_NO_DAEMONIZE": "1", "SPARK_DAEMON_JAVA_OPTS": C1_ONLY}
         command = [str(self.home / "bin" / "spark-class"), *args, "--host", address]
         log = open(self.workdir / f"{name}.log", "ab")

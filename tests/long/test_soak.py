@@ -20,8 +20,8 @@ Every SOAK_SAMPLE_SECONDS (10 s) a sample: the resident memory of each pod's pro
 the pod's cgroup): the drivers' JVMs and their Python processes, the executors' JVMs, the
 executors' Python workers, the operator; the drivers' JVMs' heap and non-heap, used and
 committed, as their own gauges report them (the job's /metrics); per resource the p50 and p99
-latency of the predictions received in those seconds (the input's CreateTime to its receipt by a ``read_committed``
-follower) and the lag (the data partition's end offset less the inputs answered); the checkpoint
+latency of the predictions received in those seconds (the input's CreateTime to its receipt by a
+``read_committed`` follower) and the lag (the data partition's end offset less the inputs answered); the checkpoint
 volumes' size; the models topic's size on the brokers' disks and its message count. The samples go
 to SOAK_OUT/soak.csv and SOAK_OUT/soak.png; a table of every twelfth of the run is
 printed.
@@ -385,11 +385,11 @@ def pod_processes(c: Cluster):
                 yield pod["metadata"]["name"], part, pid
 
 
-def pods_memory(c: Cluster) -> dict[str, float]:
-    """RSS (MiB) of every pod's processes, by part: the drivers' JVMs, the drivers' Python
-    processes, the executors' JVMs, the executors' Python workers, the operator."""
+def pods_memory(processes: list[tuple[str, str, int]]) -> dict[str, float]:
+    """RSS (MiB) of the pods' `processes` (``pod_processes``), by part: the drivers' JVMs, the
+    drivers' Python processes, the executors' JVMs, the executors' Python workers, the operator."""
     out = {"driver": 0.0, "driver_python": 0.0, "executor": 0.0, "python": 0.0, "operator": 0.0}
-    for _, part, pid in pod_processes(c):
+    for _, part, pid in processes:
         rss = real_node.tree_rss(pid, children=False) / 1024
         python = _command(pid).startswith("python")
         out["python" if part == "executor" and python else "driver_python" if python else part] += rss
@@ -402,16 +402,24 @@ METRICS_OF_POD = ("import sys, urllib.request; sys.stdout.write(urllib.request.u
                   f"'http://127.0.0.1:{naming.METRICS_PORT}/metrics', timeout=5).read().decode())")
 
 
-def drivers_jvm(c: Cluster) -> dict[str, float]:
-    """The drivers' JVMs as they report themselves (MiB, summed over the drivers): heap and
-    non-heap, used and committed. What tells a heap growing toward its limit (G1 commits more
-    before it collects) from memory that grows without one."""
-    out = {f"jvm_{area}_{kind}_mib": 0.0 for area in ("heap", "nonheap") for kind in ("used", "committed")}
+# The drivers' JVMs' own gauges, as the samples name them.
+JVM_KEYS = [f"jvm_{area}_{kind}_mib" for area in ("heap", "nonheap") for kind in ("used", "committed")]
+
+
+def drivers_jvm(processes: list[tuple[str, str, int]]) -> dict[str, float]:
+    """The drivers' JVMs as they report themselves (MiB, summed over the drivers of the pods'
+    `processes`): heap and non-heap, used and committed. What tells a heap growing toward its
+    limit (the collector commits more before it collects) from memory that grows without one."""
+    out = dict.fromkeys(JVM_KEYS, 0.0)
     kinds = {monitoring.JVM_MEMORY_USED.name: "used", monitoring.JVM_MEMORY_COMMITTED.name: "committed"}
-    pods = {name: pid for name, part, pid in pod_processes(c) if part == "driver"}
+    # a process of each driver pod: they share its network namespace
+    pods = {name: pid for name, part, pid in processes if part == "driver"}
     for pid in pods.values():
-        res = subprocess.run(["nsenter", "-t", str(pid), "-n", sys.executable, "-c", METRICS_OF_POD],
-                             capture_output=True, text=True, timeout=20)
+        try:
+            res = subprocess.run(["nsenter", "-t", str(pid), "-n", sys.executable, "-c", METRICS_OF_POD],
+                                 capture_output=True, text=True, timeout=20)
+        except subprocess.TimeoutExpired:  # a driver too busy to answer: none this time
+            continue
         if res.returncode != 0:  # a driver restarting: no answer this time
             continue
         for family in text_string_to_metric_families(res.stdout):
@@ -486,8 +494,7 @@ NODE_PANELS: Panels = [
     ("latency, CreateTime to\nread_committed receipt (ms)",
      [(f"{k}_{name}", f"{name} {k[:3]}") for name in RESOURCES for k in ("p50_ms", "p99_ms")], True),
     ("the drivers' JVMs,\nas they report (MiB)",
-     [(f"jvm_{area}_{kind}_mib", f"{area} {kind}") for area in ("heap", "nonheap") for kind in ("used", "committed")],
-     False),
+     [(k, k.removeprefix("jvm_").removesuffix("_mib").replace("_", " ")) for k in JVM_KEYS], False),
     ("lag (records)", [(f"lag_{name}", name) for name in RESOURCES], False),
     ("MiB", [("checkpoint_mib", "checkpoint volumes"), ("models_mib", "models topic on disk")], False),
 ]
@@ -497,8 +504,7 @@ NODE_COLUMNS = [
      lambda x: " · ".join(fmt(x[f"rss_{k}_mib"]) for k in ("driver", "driver_python", "executor", "python", "operator"))
      + f" · {fmt(x['rss_mib'])}"),
     ("drivers' heap used · committed · non-heap used · committed MiB",
-     lambda x: " · ".join(fmt(x[f"jvm_{k}_mib"]) for k in ("heap_used", "heap_committed", "nonheap_used",
-                                                            "nonheap_committed"))),
+     lambda x: " · ".join(fmt(x[k]) for k in JVM_KEYS)),
     *[(f"{name} p50 · p99 ms · lag", lambda x, name=name: f"{fmt(x[f'p50_ms_{name}'])} · {fmt(x[f'p99_ms_{name}'])}"
        f" · {fmt(x[f'lag_{name}'])}") for name in RESOURCES],
     ("checkpoints MiB", lambda x: fmt(x["checkpoint_mib"], "{:.2f}")),
@@ -668,9 +674,10 @@ def verdicts(c: Cluster, canaries: list[tuple[str, str, dict]], on_trial: dict[s
 
 def sample(c: Cluster, kraft: KraftCluster, ends: Ends, resources: list[Resource], samples: list[dict],
            origin: dict[str, int], models_topic: str, t: float, event: str) -> dict:
-    memory = pods_memory(c)
+    processes = list(pod_processes(c))  # one listing of the pods and their cgroups for both
+    memory = pods_memory(processes)
     x: dict = {"t": t, **{f"rss_{k}_mib": v for k, v in memory.items()}, "rss_mib": sum(memory.values()),
-               **drivers_jvm(c)}
+               **drivers_jvm(processes)}
     for r in resources:
         received = r.follower.received()
         latest = r.follower.window(samples[-1][f"received_{r.name}"] if samples else origin[r.name], received)
